@@ -1,0 +1,8 @@
+import { defineConfig } from "vitest/config";
+
+// One run over every workspace project, so .ci/run reads a single pair of counts.
+export default defineConfig({
+  test: {
+    projects: ["packages/*", "apps/*", "tools/*"],
+  },
+});
