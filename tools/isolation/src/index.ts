@@ -1,0 +1,2 @@
+export { checkIsolation, scanIsolation, DEPENDENCY_FIELDS, SOURCE_EXTENSIONS } from "./check.js";
+export type { CheckOptions, DependencyField, Form, IsolationReport, PackageInfo, Violation } from "./check.js";
