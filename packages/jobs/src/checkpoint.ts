@@ -1,0 +1,40 @@
+import type { JobsDatabase } from "./db/database.js";
+import type { Executor } from "./db/executor.js";
+import { toJsonText } from "./payload.js";
+import { forDialect, type PerDialect } from "./sql.js";
+
+const SAVE_PROGRESS: PerDialect<(db: JobsDatabase) => string> = {
+  postgres: (db) => `
+    UPDATE ${db.table}
+    SET progress = $3::jsonb, heartbeat_at = now(), locked_until = now() + make_interval(secs => $4), updated_at = now()
+    WHERE id = $1 AND claim_token = $2::uuid AND status = 'running'`,
+};
+
+/** The work ran, yet the job had been taken over: everything was rolled back. */
+class Fenced extends Error {}
+
+/**
+ * The seed's save_progress, made atomic with the handler's own writes. The fenced UPDATE runs
+ * first, so the row stays locked until COMMIT: a reclaim cannot take the job between the check
+ * and the commit, and a stale worker's batch never lands.
+ */
+export async function saveCheckpoint(
+  db: JobsDatabase,
+  job: { id: number; token: string },
+  lease: number,
+  progress: unknown,
+  work: ((tx: unknown) => unknown) | undefined,
+): Promise<boolean> {
+  const json = toJsonText(progress, "progress");
+  try {
+    return await db.executor.transaction(async (tx: Executor) => {
+      const { rowCount } = await tx.query(forDialect(SAVE_PROGRESS, db.dialect, "checkpoint")(db), [job.id, job.token, json, lease]);
+      if (rowCount === 0) throw new Fenced();
+      if (work) await work(tx.raw);
+      return true;
+    });
+  } catch (error) {
+    if (error instanceof Fenced) return false;
+    throw error;
+  }
+}

@@ -1,0 +1,104 @@
+import { JobError } from "./errors.js";
+import { JobsDatabase, DEFAULT_MAX_PAYLOAD_BYTES, type DatabaseSettings } from "./db/database.js";
+import type { Executor } from "./db/executor.js";
+import { checkIdentifier } from "./db/identifiers.js";
+import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool } from "./db/postgres.js";
+import { createSqliteExecutor, isSqliteDatabase, wrapSqliteDatabase } from "./db/sqlite.js";
+import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnection, wrapMysqlPool } from "./db/mysql.js";
+
+/** Where the queue lives when neither `db` nor `DATABASE_URL` says: an SQLite file in the working directory. */
+export const DEFAULT_SQLITE_FILE = "forge-jobs.db";
+
+export interface ConnectOptions {
+  /** PostgreSQL schema (or MariaDB database) holding the jobs table. Default: the connection's own. */
+  schema?: string;
+  /** Largest serialized payload `enqueue` accepts, in bytes. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Connections in the pool (PostgreSQL, MariaDB). Default 10. */
+  poolSize?: number;
+}
+
+/** Anything a public function accepts as `db`. */
+export type DbLike = JobsDatabase | object;
+
+function settingsFrom(options: ConnectOptions): DatabaseSettings {
+  const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+  if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1) {
+    throw new JobError(`maxPayloadBytes must be a positive integer, got ${String(options.maxPayloadBytes)}`, "maxPayloadBytes");
+  }
+  return { schema: options.schema === undefined ? null : checkIdentifier(options.schema, "schema"), maxPayloadBytes };
+}
+
+function bindAny(client: unknown): Executor {
+  if (isPgClient(client)) return new PgClientExecutor(client);
+  if (isMysqlConnection(client)) return wrapMysqlConnection(client);
+  if (isSqliteDatabase(client)) return wrapSqliteDatabase(client);
+  throw new JobError("bind() takes a pg client, a mysql2 connection or a better-sqlite3 database", "db");
+}
+
+/**
+ * Opens a queue database from a URL: `postgres://…` / `postgresql://…`, `mysql://…` /
+ * `mariadb://…`, or `sqlite:<path>` (`sqlite::memory:` for tests).
+ */
+export function connect(url?: string, options: ConnectOptions = {}): JobsDatabase {
+  const target = url ?? process.env.DATABASE_URL ?? `sqlite:${DEFAULT_SQLITE_FILE}`;
+  const settings = settingsFrom(options);
+  let executor: Executor;
+  if (/^postgres(ql)?:\/\//i.test(target)) {
+    executor = new PgPoolExecutor(createPgPool(target, options.poolSize), true);
+  } else if (/^(mysql|mariadb):\/\//i.test(target)) {
+    executor = createMysqlExecutor(target.replace(/^mariadb:/i, "mysql:"));
+  } else if (/^sqlite:/i.test(target)) {
+    const path = target.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
+    if (!path) throw new JobError("sqlite URL needs a path: sqlite:./jobs.db or sqlite::memory:", "url");
+    executor = createSqliteExecutor(path);
+  } else {
+    throw new JobError(
+      `unsupported database URL ${JSON.stringify(redact(target))}: use postgres://, postgresql://, mysql://, mariadb:// or sqlite:<path>`,
+      "url",
+    );
+  }
+  return new JobsDatabase(executor, settings, bindAny);
+}
+
+/** Wraps a driver object the application already has, keeping one wrapper per object. */
+export function fromDriver(db: object, options: ConnectOptions = {}): JobsDatabase {
+  const settings = settingsFrom(options);
+  if (isPgPool(db)) return new JobsDatabase(new PgPoolExecutor(db, false), settings, bindAny);
+  if (isPgClient(db)) return new JobsDatabase(new PgClientExecutor(db), settings, bindAny);
+  if (isMysqlPool(db)) return new JobsDatabase(wrapMysqlPool(db), settings, bindAny);
+  if (isMysqlConnection(db)) return new JobsDatabase(wrapMysqlConnection(db), settings, bindAny);
+  if (isSqliteDatabase(db)) return new JobsDatabase(wrapSqliteDatabase(db), settings, bindAny);
+  throw new JobError(
+    "db must be a database from connect(), a pg Pool or client, a mysql2 pool or connection, or a better-sqlite3 Database",
+    "db",
+  );
+}
+
+const wrapped = new WeakMap<object, JobsDatabase>();
+let defaultDatabase: JobsDatabase | undefined;
+
+export function resolveDb(db: DbLike | undefined): JobsDatabase {
+  if (db === undefined || db === null) {
+    defaultDatabase ??= connect();
+    return defaultDatabase;
+  }
+  if (db instanceof JobsDatabase) return db;
+  let found = wrapped.get(db);
+  if (!found) {
+    found = fromDriver(db);
+    wrapped.set(db, found);
+  }
+  return found;
+}
+
+/** Closes the default connection opened from `DATABASE_URL` (or the default SQLite file). */
+export async function closeDefaultDatabase(): Promise<void> {
+  const db = defaultDatabase;
+  defaultDatabase = undefined;
+  await db?.close();
+}
+
+function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@");
+}

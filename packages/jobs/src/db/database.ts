@@ -1,0 +1,54 @@
+import type { DialectName, Executor } from "./executor.js";
+import { qualified } from "./identifiers.js";
+
+export const TABLE_NAME = "jobs";
+export const MIGRATIONS_TABLE = "forge_jobs_migrations";
+/** Default cap on a serialized payload; large data belongs elsewhere, passed by reference. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+
+export interface DatabaseSettings {
+  /** PostgreSQL schema / MariaDB database holding the jobs table; null = the connection's default. */
+  schema: string | null;
+  maxPayloadBytes: number;
+}
+
+/**
+ * A queue database: an executor plus where the table lives. What every public function
+ * accepts as `db` (raw driver objects are wrapped into one of these on the way in).
+ */
+export class JobsDatabase {
+  readonly dialect: DialectName;
+  /** Quoted, schema-qualified table name: the only interpolation the SQL receives. */
+  readonly table: string;
+  readonly migrationsTable: string;
+  /** The LISTEN/NOTIFY channel of this schema's queue. */
+  readonly channel: string;
+
+  constructor(
+    readonly executor: Executor,
+    readonly settings: DatabaseSettings,
+    private readonly bindClient?: (client: unknown) => Executor,
+  ) {
+    this.dialect = executor.dialect;
+    this.table = qualified(this.dialect, settings.schema, TABLE_NAME);
+    this.migrationsTable = qualified(this.dialect, settings.schema, MIGRATIONS_TABLE);
+    this.channel = settings.schema ? `forge_jobs.${settings.schema}` : "forge_jobs";
+  }
+
+  get schema(): string | null {
+    return this.settings.schema;
+  }
+
+  /**
+   * The same queue on a client the caller holds inside its own transaction: a job enqueued
+   * through it becomes visible only when the caller commits (transactional enqueue).
+   */
+  bind(client: unknown): JobsDatabase {
+    if (!this.bindClient) throw new Error("this database cannot bind a client");
+    return new JobsDatabase(this.bindClient(client), this.settings, this.bindClient);
+  }
+
+  close(): Promise<void> {
+    return this.executor.close();
+  }
+}

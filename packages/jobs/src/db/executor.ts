@@ -1,0 +1,42 @@
+/**
+ * The one seam between the queue and a database driver. Every SQL operation of the queue
+ * runs through an Executor; each backend (PostgreSQL, SQLite, MariaDB) implements it once.
+ */
+export type DialectName = "postgres" | "sqlite" | "mysql";
+
+export interface QueryResult<R> {
+  rows: R[];
+  /** Rows inserted, updated or deleted (or returned, for a SELECT). */
+  rowCount: number;
+}
+
+export interface TransactionOptions {
+  /** Reject every write inside the transaction (PostgreSQL/MariaDB READ ONLY, SQLite query_only). */
+  readOnly?: boolean;
+}
+
+export interface Listener {
+  close(): Promise<void>;
+}
+
+export interface Executor {
+  readonly dialect: DialectName;
+  /** The driver object under this executor: what `checkpoint` hands to the handler's work. */
+  readonly raw: unknown;
+  /**
+   * SQL is written with PostgreSQL's `$1 … $n` placeholders; other dialects rewrite them.
+   * `name` lets a backend keep the statement prepared across calls.
+   */
+  query<R extends object = Record<string, unknown>>(
+    sql: string,
+    params?: readonly unknown[],
+    name?: string,
+  ): Promise<QueryResult<R>>;
+  /** One short transaction on one connection. Inside a caller's transaction, runs in it. */
+  transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /** False for a single client lent by the caller: nothing may run on it concurrently. */
+  readonly pooled: boolean;
+  /** Push wake-ups (PostgreSQL LISTEN). Absent where the backend has none: workers poll. */
+  listen?(channel: string, onMessage: (payload: string) => void, onError: (error: Error) => void): Promise<Listener>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,103 @@
+import pg from "pg";
+import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
+import { quoteIdent } from "./identifiers.js";
+
+type Queryable = pg.Pool | pg.PoolClient | pg.Client;
+
+async function run<R extends object>(on: Queryable, sql: string, params: readonly unknown[] | undefined, name: string | undefined): Promise<QueryResult<R>> {
+  const config: pg.QueryConfig = name ? { name, text: sql, values: params as unknown[] } : { text: sql, values: params as unknown[] };
+  const result = await on.query<R>(config);
+  return { rows: result.rows, rowCount: result.rowCount ?? result.rows.length };
+}
+
+/** The caller's client, or one of ours inside BEGIN: statements run on it, in order. */
+export class PgClientExecutor implements Executor {
+  readonly dialect = "postgres" as const;
+  readonly pooled = false;
+  constructor(readonly raw: pg.PoolClient | pg.Client) {}
+
+  query<R extends object>(sql: string, params?: readonly unknown[], name?: string): Promise<QueryResult<R>> {
+    return run<R>(this.raw, sql, params, name);
+  }
+
+  // Inside a transaction already (ours, or the caller's — transactional enqueue): no nesting.
+  transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
+    return fn(this);
+  }
+
+  async close(): Promise<void> {}
+}
+
+export class PgPoolExecutor implements Executor {
+  readonly dialect = "postgres" as const;
+  readonly pooled = true;
+  constructor(
+    readonly raw: pg.Pool,
+    private readonly owned: boolean,
+  ) {}
+
+  query<R extends object>(sql: string, params?: readonly unknown[], name?: string): Promise<QueryResult<R>> {
+    return run<R>(this.raw, sql, params, name);
+  }
+
+  async transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    const client = await this.raw.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query(options?.readOnly ? "BEGIN READ ONLY" : "BEGIN");
+      const result = await fn(new PgClientExecutor(client));
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client.query("ROLLBACK").catch((rollbackError: Error) => {
+        // A connection that cannot roll back must not go back to the pool half-open.
+        broken = rollbackError;
+      });
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async listen(channel: string, onMessage: (payload: string) => void, onError: (error: Error) => void): Promise<Listener> {
+    // A dedicated connection, outside the pool, so LISTEN never holds a worker's slot.
+    const client = new pg.Client((this.raw as unknown as { options: pg.ClientConfig }).options);
+    client.on("error", onError);
+    client.on("end", () => onError(new Error("LISTEN connection ended")));
+    client.on("notification", (message) => {
+      if (message.channel === channel) onMessage(message.payload ?? "");
+    });
+    await client.connect();
+    await client.query(`LISTEN ${quoteIdent("postgres", channel)}`);
+    return {
+      close: async () => {
+        client.removeAllListeners("end");
+        client.removeAllListeners("notification");
+        await client.end().catch(() => undefined);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.owned) await this.raw.end();
+  }
+}
+
+export function isPgPool(db: unknown): db is pg.Pool {
+  return db instanceof pg.Pool || (isObject(db) && typeof db.connect === "function" && "totalCount" in db && "idleCount" in db);
+}
+
+export function isPgClient(db: unknown): db is pg.PoolClient | pg.Client {
+  return db instanceof pg.Client || (isObject(db) && typeof db.query === "function" && "connectionParameters" in db);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+export function createPgPool(url: string, max = 10): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max });
+  // An idle client losing its server must not crash the process; the pool drops it.
+  pool.on("error", () => undefined);
+  return pool;
+}

@@ -1,0 +1,229 @@
+import { resolveDb, type DbLike } from "./connect.js";
+import type { JobsDatabase } from "./db/database.js";
+import type { Executor } from "./db/executor.js";
+import { JobError } from "./errors.js";
+import { toJsonText } from "./payload.js";
+import { forDialect, type PerDialect } from "./sql.js";
+import type { PayloadOf } from "./types.js";
+import { checkInteger, checkKnownOptions, checkName, checkOptionalKey, checkSeconds } from "./validate.js";
+
+export interface JobOptions {
+  /** Queue name. Default "default". */
+  queue?: string;
+  /** Total runs allowed (first run included). Default 1, as in the seed. */
+  maxAttempts?: number;
+  /** Seconds before the job may run. Default 0. */
+  availableIn?: number;
+  /** Larger runs first; PRIORITY_LOW/NORMAL/HIGH are -10/0/10. Default 0. */
+  priority?: number;
+  /** Same key → same job id, for as long as the row exists. Empty = no key. */
+  idempotencyKey?: string;
+  /** At most one pending-or-running job per key; free again once that job ends. */
+  dedupKey?: string;
+  /** Owner of the job (the seed's org_id): tenant-scoped reads never see other tenants' jobs. */
+  tenant?: string | null;
+}
+
+export interface EnqueueOptions extends JobOptions {
+  /** A database from connect(), a pool, or a client inside your own transaction. */
+  db?: DbLike;
+}
+
+export interface EnqueueManyItem<T extends string = string> extends Omit<JobOptions, "queue"> {
+  task: T;
+  payload?: PayloadOf<T>;
+  queue?: string;
+}
+
+export interface EnqueueManyOptions {
+  queue?: string;
+  db?: DbLike;
+}
+
+const JOB_OPTION_KEYS = ["queue", "maxAttempts", "availableIn", "priority", "idempotencyKey", "dedupKey", "tenant"] as const;
+const ENQUEUE_KEYS = [...JOB_OPTION_KEYS, "db"];
+const ITEM_KEYS = ["task", "payload", ...JOB_OPTION_KEYS];
+/** Bounded retry on the residual race (seed): the winner can end, releasing its key, between our conflict and our re-read. */
+const MAX_ENQUEUE_ATTEMPTS = 3;
+const CHUNK_SIZE = 5000;
+
+/** One validated row, ready to insert. */
+interface NewJob {
+  queue: string;
+  task: string;
+  payload: string | null;
+  priority: number;
+  maxAttempts: number;
+  delay: number;
+  tenant: string | null;
+  idempotencyKey: string | null;
+  dedupKey: string | null;
+}
+
+function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQueue: string, maxPayloadBytes: number, where: string): NewJob {
+  const prefix = where ? `${where}.` : "";
+  const json = toJsonText(payload, `${prefix}payload`);
+  if (json !== null && Buffer.byteLength(json) > maxPayloadBytes) {
+    throw new JobError(
+      `${prefix}payload is ${Buffer.byteLength(json)} bytes of JSON; the limit is ${maxPayloadBytes} (store large data elsewhere and pass a reference, or raise maxPayloadBytes in connect())`,
+      `${prefix}payload`,
+    );
+  }
+  return {
+    task: checkName(task, `${prefix}task`),
+    queue: options.queue === undefined ? defaultQueue : checkName(options.queue, `${prefix}queue`),
+    payload: json,
+    priority: options.priority === undefined ? 0 : checkInteger(options.priority, `${prefix}priority`, -2_147_483_648),
+    maxAttempts: options.maxAttempts === undefined ? 1 : checkInteger(options.maxAttempts, `${prefix}maxAttempts`, 1, 1_000_000),
+    delay: options.availableIn === undefined ? 0 : checkSeconds(options.availableIn, `${prefix}availableIn`),
+    tenant: checkOptionalKey(options.tenant, `${prefix}tenant`),
+    idempotencyKey: checkOptionalKey(options.idempotencyKey, `${prefix}idempotencyKey`),
+    dedupKey: checkOptionalKey(options.dedupKey, `${prefix}dedupKey`),
+  };
+}
+
+function checkOptionsObject(options: unknown, allowed: readonly string[], where: string): void {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw new JobError(`${where}: options must be an object, got ${Array.isArray(options) ? "an array" : typeof options}`, "options");
+  }
+  checkKnownOptions(options as object, allowed, where);
+}
+
+/**
+ * Enqueues a job and returns its id. With `db` set to a client inside your transaction, the
+ * job becomes visible to workers only when you commit (transactional enqueue).
+ */
+export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>, options: EnqueueOptions = {}): Promise<number> {
+  checkOptionsObject(options, ENQUEUE_KEYS, "enqueue");
+  const db = resolveDb(options.db);
+  const job = prepare(task, payload, options, "default", db.settings.maxPayloadBytes, "");
+  const [id] = await insertJobs(db, db.executor, [job]);
+  return id as number;
+}
+
+/** Enqueues many jobs, all or nothing, one round trip per chunk; ids come back in input order. */
+export async function enqueueMany<T extends string>(items: readonly EnqueueManyItem<T>[], options: EnqueueManyOptions = {}): Promise<number[]> {
+  checkOptionsObject(options, ["queue", "db"], "enqueueMany");
+  if (!Array.isArray(items)) throw new JobError("enqueueMany: items must be an array of { task, payload, ...options }", "items");
+  const db = resolveDb(options.db);
+  const defaultQueue = options.queue === undefined ? "default" : checkName(options.queue, "queue");
+  const jobs = items.map((item, i) => {
+    checkOptionsObject(item, ITEM_KEYS, `enqueueMany: items[${i}]`);
+    return prepare(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, `items[${i}]`);
+  });
+  if (jobs.length === 0) return [];
+  if (jobs.length <= CHUNK_SIZE) return insertJobs(db, db.executor, jobs);
+  return db.executor.transaction(async (tx) => {
+    const ids: number[] = [];
+    for (let i = 0; i < jobs.length; i += CHUNK_SIZE) ids.push(...(await insertJobs(db, tx, jobs.slice(i, i + CHUNK_SIZE))));
+    return ids;
+  });
+}
+
+interface InsertedRow {
+  id: number | string;
+  idempotency_key: string | null;
+  dedup_key: string | null;
+}
+
+const INSERT: PerDialect<(db: JobsDatabase) => string> = {
+  // One statement for one row or thousands: arrays in, ids out, a NOTIFY per queue that has
+  // a job ready now. ON CONFLICT without a target covers both key indexes.
+  postgres: (db) => `
+    WITH ins AS (
+      INSERT INTO ${db.table} (queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key)
+      SELECT q, t, p::jsonb, pr, ma, now() + make_interval(secs => d), tn, ik, dk
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::float8[], $7::text[], $8::text[], $9::text[])
+        WITH ORDINALITY AS v(q, t, p, pr, ma, d, tn, ik, dk, ord)
+      ORDER BY ord
+      ON CONFLICT DO NOTHING
+      RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
+    ), woke AS (
+      SELECT count(pg_notify($10, queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE ready) r
+    )
+    SELECT id, idempotency_key, dedup_key, (SELECT n FROM woke) AS woke FROM ins ORDER BY id`,
+};
+
+function insertParams(db: JobsDatabase, jobs: NewJob[]): unknown[] {
+  if (db.dialect === "postgres") {
+    return [
+      jobs.map((j) => j.queue),
+      jobs.map((j) => j.task),
+      jobs.map((j) => j.payload),
+      jobs.map((j) => j.priority),
+      jobs.map((j) => j.maxAttempts),
+      jobs.map((j) => j.delay),
+      jobs.map((j) => j.tenant),
+      jobs.map((j) => j.idempotencyKey),
+      jobs.map((j) => j.dedupKey),
+      db.channel,
+    ];
+  }
+  throw new Error(`insert is not implemented for ${db.dialect}`);
+}
+
+/**
+ * Inserts, then resolves conflicts: a keyed job that lost to an existing row gets that row's
+ * id. Inserted rows get ids in input order (the sequence follows ORDER BY ord).
+ */
+async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[]): Promise<number[]> {
+  const ids: (number | undefined)[] = new Array(jobs.length);
+  let pending = jobs.map((_, i) => i);
+  for (let round = 0; round < MAX_ENQUEUE_ATTEMPTS && pending.length > 0; round++) {
+    const batch = pending.map((i) => jobs[i] as NewJob);
+    const { rows } = await executor.query<InsertedRow>(forDialect(INSERT, db.dialect, "insert")(db), insertParams(db, batch));
+    assignInserted(batch, pending, rows, ids);
+    const conflicted = pending.filter((i) => ids[i] === undefined);
+    for (const i of conflicted) {
+      const existing = await findExisting(db, executor, jobs[i] as NewJob);
+      if (existing !== undefined) ids[i] = existing;
+    }
+    pending = pending.filter((i) => ids[i] === undefined);
+  }
+  if (pending.length > 0) {
+    throw new JobError("enqueue: the job's key kept changing hands (its holder ended between our insert and our read); try again", "dedupKey");
+  }
+  return ids as number[];
+}
+
+function assignInserted(batch: NewJob[], indexes: number[], rows: InsertedRow[], ids: (number | undefined)[]): void {
+  const sorted = rows.map((r) => ({ ...r, id: Number(r.id) })).sort((a, b) => a.id - b.id);
+  const byKey = new Map<string, number>();
+  const keyless: number[] = [];
+  for (const row of sorted) {
+    if (row.idempotency_key !== null) byKey.set(`i:${row.idempotency_key}`, row.id);
+    else if (row.dedup_key !== null) byKey.set(`d:${row.dedup_key}`, row.id);
+    else keyless.push(row.id);
+  }
+  let next = 0;
+  batch.forEach((job, k) => {
+    const index = indexes[k] as number;
+    if (job.idempotencyKey !== null || job.dedupKey !== null) {
+      const key = job.idempotencyKey !== null ? `i:${job.idempotencyKey}` : `d:${job.dedupKey}`;
+      const id = byKey.get(key);
+      if (id !== undefined) {
+        ids[index] = id;
+        byKey.delete(key); // a second job with the same key in this batch conflicted: it re-reads
+      }
+    } else {
+      ids[index] = keyless[next++];
+    }
+  });
+}
+
+async function findExisting(db: JobsDatabase, executor: Executor, job: NewJob): Promise<number | undefined> {
+  const found = job.idempotencyKey !== null
+    ? await executor.query<{ id: number | string; tenant: string | null }>(`SELECT id, tenant FROM ${db.table} WHERE idempotency_key = $1`, [job.idempotencyKey])
+    : await executor.query<{ id: number | string; tenant: string | null }>(
+        `SELECT id, tenant FROM ${db.table} WHERE dedup_key = $1 AND status IN ('pending', 'running')`,
+        [job.dedupKey],
+      );
+  const row = found.rows[0];
+  if (!row) return undefined;
+  if ((row.tenant ?? null) !== job.tenant) {
+    // Keys are unique across tenants; a colliding key must never hand out another tenant's job.
+    const which = job.idempotencyKey !== null ? "idempotencyKey" : "dedupKey";
+    throw new JobError(`${which} is already used by a job of another tenant; include the tenant in the key`, which);
+  }
+  return Number(row.id);
+}

@@ -1,0 +1,71 @@
+import type { ReclaimedJob } from "./reclaim.js";
+import type { JobInfo } from "./types.js";
+
+/** Every event a worker (or processOne / drain) emits, with its payload. */
+export interface WorkerEvents {
+  "job:claimed": { job: JobInfo };
+  "job:started": { job: JobInfo; waitMs: number };
+  "job:succeeded": { job: JobInfo; durationMs: number };
+  /** The run threw (or had no handler). `willRetry` says whether it goes back to pending. */
+  "job:failed": { job: JobInfo; error: unknown; willRetry: boolean; retryInSeconds: number | null; durationMs: number };
+  "job:retried": { job: JobInfo; retryInSeconds: number };
+  /** Taken back from a lost worker by this worker's sweep. */
+  "job:reclaimed": { job: ReclaimedJob };
+  /** A write of a run that no longer owns its job was refused. */
+  "job:fenced": { job: JobInfo; write: "complete" | "fail" | "release" | "heartbeat" | "checkpoint" };
+  /** Handed back without consuming an attempt (shutdown). */
+  "job:released": { job: JobInfo };
+  "worker:started": { workerId: string; queues: readonly string[]; concurrency: number };
+  "worker:idle": { workerId: string };
+  "worker:stopping": { workerId: string; inFlight: number };
+  "worker:stopped": { workerId: string };
+  /** Something failed around the jobs (lost connection, reconnecting …); the worker carries on. */
+  "worker:error": { workerId: string; error: unknown; during: string };
+}
+
+export type WorkerEventName = keyof WorkerEvents;
+export type WorkerListener<E extends WorkerEventName> = (event: WorkerEvents[E]) => void;
+export type WorkerEventHandlers = { [E in WorkerEventName]?: WorkerListener<E> };
+
+/**
+ * Typed listeners. Owned by one worker (or one processOne/drain call); a listener that throws
+ * is isolated: the worker never breaks because of it.
+ */
+export class WorkerEmitter {
+  private readonly listeners = new Map<WorkerEventName, Set<(event: never) => void>>();
+
+  constructor(initial?: WorkerEventHandlers) {
+    if (initial) {
+      for (const [name, listener] of Object.entries(initial)) {
+        if (listener) this.on(name as WorkerEventName, listener as WorkerListener<WorkerEventName>);
+      }
+    }
+  }
+
+  on<E extends WorkerEventName>(name: E, listener: WorkerListener<E>): () => void {
+    let set = this.listeners.get(name);
+    if (!set) this.listeners.set(name, (set = new Set()));
+    set.add(listener as (event: never) => void);
+    return () => this.off(name, listener);
+  }
+
+  off<E extends WorkerEventName>(name: E, listener: WorkerListener<E>): void {
+    this.listeners.get(name)?.delete(listener as (event: never) => void);
+  }
+
+  has(name: WorkerEventName): boolean {
+    return (this.listeners.get(name)?.size ?? 0) > 0;
+  }
+
+  emit<E extends WorkerEventName>(name: E, event: WorkerEvents[E]): void {
+    const set = this.listeners.get(name);
+    if (!set) return;
+    for (const listener of set) {
+      try {
+        (listener as WorkerListener<E>)(event);
+      } catch {
+        // A broken listener must not break the queue; nothing else to do with its error.
+      }
+    }
+  }
+}

@@ -1,0 +1,32 @@
+import type { JobsDatabase } from "./db/database.js";
+import { forDialect, type PerDialect } from "./sql.js";
+
+export type FailureOutcome =
+  /** Back to pending, to run again after `delay` seconds. */
+  | { kind: "retry"; delay: number }
+  /** No attempt left, or the error said `retryable: false`. */
+  | { kind: "fail" }
+  /** Shutdown: back to pending now, and the attempt it used is given back. */
+  | { kind: "release" };
+
+const FAIL: PerDialect<(db: JobsDatabase) => string> = {
+  postgres: (db) => `
+    UPDATE ${db.table}
+    SET status = CASE WHEN $3 = 'fail' THEN 'failed' ELSE 'pending' END,
+        attempts = CASE WHEN $3 = 'release' THEN attempts - 1 ELSE attempts END,
+        run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE now() + make_interval(secs => $4) END,
+        last_error = COALESCE($5, last_error),
+        finished_at = CASE WHEN $3 = 'fail' THEN now() END,
+        locked_until = NULL, claim_token = NULL, updated_at = now()
+    WHERE id = $1 AND claim_token = $2::uuid AND status = 'running'`,
+};
+
+/**
+ * Records a run that did not succeed. Fenced by the claim token: returns false when the job
+ * was no longer ours, and then nothing was written.
+ */
+export async function failJob(db: JobsDatabase, id: number, token: string, outcome: FailureOutcome, error: string | null): Promise<boolean> {
+  const delay = outcome.kind === "retry" ? outcome.delay : 0;
+  const { rowCount } = await db.executor.query(forDialect(FAIL, db.dialect, "fail")(db), [id, token, outcome.kind, delay, error]);
+  return rowCount > 0;
+}

@@ -1,0 +1,34 @@
+export { enqueue, enqueueMany, type EnqueueOptions, type EnqueueManyItem, type EnqueueManyOptions, type JobOptions } from "./enqueue.js";
+export { processOne, drain, type ProcessOptions, type DrainOptions } from "./process.js";
+export { runWorker, createWorker, Worker, type WorkerOptions } from "./worker.js";
+export { getJob, pendingCount, statusCounts, type ReadOptions } from "./status.js";
+export { heartbeat, DEFAULT_LEASE_SECONDS } from "./lease.js";
+export { reclaim, WORKER_LOST_PREFIX, type ReclaimOptions, type ReclaimedJob } from "./reclaim.js";
+export { cancelJob, retryJob, prune } from "./admin.js";
+export { migrate, migrationSql, schemaVersion, latestVersion, type MigrateResult } from "./migrate.js";
+export { connect, closeDefaultDatabase, DEFAULT_SQLITE_FILE, type ConnectOptions, type DbLike } from "./connect.js";
+export { JobsDatabase, TABLE_NAME } from "./db/database.js";
+export type { DialectName } from "./db/executor.js";
+export { JobError } from "./errors.js";
+export { JobAbortedError } from "./execute.js";
+export { retryDelaySeconds } from "./backoff.js";
+export { PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH } from "./priority.js";
+export type { WorkerEvents, WorkerEventName, WorkerListener, WorkerEventHandlers } from "./events.js";
+export type { Logger } from "./logger.js";
+export type {
+  Job,
+  JobStatus,
+  PendingJob,
+  RunningJob,
+  DoneJob,
+  FailedJob,
+  CancelledJob,
+  JobHandler,
+  JobContext,
+  JobInfo,
+  Handlers,
+  QueueStatus,
+  StatusCountsByState,
+  TaskName,
+  PayloadOf,
+} from "./types.js";

@@ -1,0 +1,96 @@
+import { resolveDb, type DbLike } from "./connect.js";
+import type { JobsDatabase } from "./db/database.js";
+import type { DialectName, Executor } from "./db/executor.js";
+import { quoteIdent } from "./db/identifiers.js";
+import { postgresMigrations } from "./migrations/postgres.js";
+import type { Migration, SchemaNames } from "./migrations/types.js";
+
+const MIGRATIONS: Partial<Record<DialectName, Migration[]>> = {
+  postgres: postgresMigrations,
+};
+
+export interface MigrateResult {
+  /** Versions applied by this call, in order (empty when the schema was current). */
+  applied: number[];
+  /** The schema version after the call. */
+  version: number;
+}
+
+function migrationsFor(dialect: DialectName): Migration[] {
+  const list = MIGRATIONS[dialect];
+  if (!list) throw new Error(`no migrations for ${dialect}`);
+  return list;
+}
+
+export function latestVersion(dialect: DialectName): number {
+  return Math.max(...migrationsFor(dialect).map((m) => m.version));
+}
+
+function schemaNames(db: JobsDatabase): SchemaNames {
+  const schema = db.schema ? quoteIdent(db.dialect, db.schema) : null;
+  return {
+    table: db.table,
+    schema,
+    prefix: "",
+    // PostgreSQL and SQLite put an index in the table's schema when the name is qualified
+    // on CREATE INDEX (SQLite) or implicitly (PostgreSQL); MariaDB scopes names per table.
+    index: (name) => (db.dialect === "sqlite" && schema ? `${schema}.${quoteIdent(db.dialect, name)}` : quoteIdent(db.dialect, name)),
+  };
+}
+
+/** The migration SQL for review (`forge-jobs init`), one statement per entry, with a header per version. */
+export function migrationSql(db: JobsDatabase, fromVersion = 0): { version: number; name: string; sql: string }[] {
+  const names = schemaNames(db);
+  return migrationsFor(db.dialect)
+    .filter((m) => m.version > fromVersion)
+    .map((m) => ({ version: m.version, name: m.name, sql: m.statements(names).map((s) => `${s};`).join("\n\n") + "\n" }));
+}
+
+const LOCKS: Record<DialectName, <T>(db: JobsDatabase, work: (tx: Executor) => Promise<T>) => Promise<T>> = {
+  // One transaction, serialised by an advisory lock: PostgreSQL DDL is transactional, so
+  // five processes migrating at once end with one schema, and a failure leaves none half-done.
+  postgres: (db, work) =>
+    db.executor.transaction(async (tx) => {
+      await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`forge_jobs_migrate:${db.schema ?? ""}`]);
+      if (db.schema) await tx.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent("postgres", db.schema)}`);
+      return work(tx);
+    }),
+  sqlite: () => Promise.reject(new Error("sqlite migrations: not implemented yet")),
+  mysql: () => Promise.reject(new Error("mysql migrations: not implemented yet")),
+};
+
+const CREATE_MIGRATIONS_TABLE: Record<DialectName, (t: string) => string> = {
+  postgres: (t) => `CREATE TABLE IF NOT EXISTS ${t} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+  sqlite: (t) => `CREATE TABLE IF NOT EXISTS ${t} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
+  mysql: (t) => `CREATE TABLE IF NOT EXISTS ${t} (version INT PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))`,
+};
+
+/** Applies the pending migrations under the backend's lock and records each version. */
+export async function migrate(options: { db?: DbLike } = {}): Promise<MigrateResult> {
+  const db = resolveDb(options.db);
+  const migrations = migrationsFor(db.dialect);
+  const names = schemaNames(db);
+  return LOCKS[db.dialect](db, async (tx) => {
+    await tx.query(CREATE_MIGRATIONS_TABLE[db.dialect](db.migrationsTable));
+    const done = new Set((await tx.query<{ version: number }>(`SELECT version FROM ${db.migrationsTable}`)).rows.map((r) => Number(r.version)));
+    const applied: number[] = [];
+    for (const migration of migrations) {
+      if (done.has(migration.version)) continue;
+      for (const statement of migration.statements(names)) await tx.query(statement);
+      await tx.query(`INSERT INTO ${db.migrationsTable} (version, name${db.dialect === "sqlite" ? ", applied_at" : ""}) VALUES ($1, $2${db.dialect === "sqlite" ? ", $3" : ""})`, db.dialect === "sqlite" ? [migration.version, migration.name, Date.now()] : [migration.version, migration.name]);
+      applied.push(migration.version);
+    }
+    return { applied, version: Math.max(0, ...done, ...applied) };
+  });
+}
+
+/** The applied schema version, or 0 when the queue was never migrated. Read-only. */
+export async function schemaVersion(options: { db?: DbLike } = {}): Promise<number> {
+  const db = resolveDb(options.db);
+  try {
+    const { rows } = await db.executor.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${db.migrationsTable}`);
+    return Number(rows[0]?.version ?? 0);
+  } catch {
+    return 0;
+  }
+}

@@ -1,0 +1,17 @@
+/** Names a migration's SQL can use: already quoted where they are identifiers. */
+export interface SchemaNames {
+  /** Quoted, qualified jobs table. */
+  table: string;
+  /** Quoted schema, or null for the connection's default. */
+  schema: string | null;
+  /** Prefix for index names (unquoted, safe). */
+  prefix: string;
+  /** Quote an index or constraint name, qualified by schema where the dialect wants it. */
+  index(name: string): string;
+}
+
+export interface Migration {
+  version: number;
+  name: string;
+  statements(names: SchemaNames): string[];
+}

@@ -1,0 +1,68 @@
+import { JobError } from "./errors.js";
+import { hasLoneSurrogate } from "./validate.js";
+
+/**
+ * Serializes a payload (or result) to JSON text, refusing what JSON cannot carry faithfully:
+ * functions, symbols, BigInt, cycles, non-finite numbers, and NUL characters (PostgreSQL
+ * text and jsonb cannot store U+0000, so every backend refuses it alike).
+ */
+export function toJsonText(value: unknown, field: string): string | null {
+  if (value === undefined || value === null) return null;
+  check(value, field, new Set());
+  return JSON.stringify(value);
+}
+
+function check(value: unknown, path: string, seen: Set<object>): void {
+  switch (typeof value) {
+    case "string":
+      if (value.includes("\u0000")) throw new JobError(`${path}: strings cannot contain NUL (\\u0000) characters; remove or encode them`, path);
+      if (hasLoneSurrogate(value)) throw new JobError(`${path}: contains a lone surrogate (broken UTF-16); pass valid Unicode text`, path);
+      return;
+    case "number":
+      if (!Number.isFinite(value)) throw new JobError(`${path}: ${value} is not a JSON number; use null or a string`, path);
+      return;
+    case "boolean":
+      return;
+    case "bigint":
+      throw new JobError(`${path}: BigInt is not JSON; convert it to a string or a number`, path);
+    case "function":
+      throw new JobError(`${path}: a function is not JSON; pass data, not code`, path);
+    case "symbol":
+      throw new JobError(`${path}: a symbol is not JSON`, path);
+    case "undefined":
+      return; // dropped by JSON.stringify inside objects, null inside arrays: standard JSON
+    case "object": {
+      if (value === null) return;
+      if (seen.has(value)) throw new JobError(`${path}: circular reference; a payload must be a tree of plain data`, path);
+      const toJSON = (value as { toJSON?: unknown }).toJSON;
+      if (typeof toJSON === "function") {
+        // Date and friends: check what JSON.stringify will actually write.
+        check((toJSON as () => unknown).call(value), path, seen);
+        return;
+      }
+      seen.add(value);
+      if (Array.isArray(value)) {
+        value.forEach((item, i) => check(item, `${path}[${i}]`, seen));
+      } else {
+        const proto = Object.getPrototypeOf(value) as unknown;
+        if (proto !== Object.prototype && proto !== null) {
+          const name = (value as { constructor?: { name?: string } }).constructor?.name ?? "object";
+          throw new JobError(`${path}: a ${name} instance is not plain JSON data; pass a plain object`, path);
+        }
+        for (const [key, item] of Object.entries(value)) {
+          if (key.includes("\u0000") || hasLoneSurrogate(key)) throw new JobError(`${path}: keys cannot contain NUL characters or lone surrogates`, path);
+          check(item, /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`, seen);
+        }
+      }
+      seen.delete(value);
+      return;
+    }
+  }
+}
+
+export function parseJson(value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "string") return JSON.parse(value) as unknown;
+  if (Buffer.isBuffer(value)) return JSON.parse(value.toString("utf8")) as unknown;
+  return value;
+}

@@ -1,0 +1,100 @@
+import { resolveDb, type DbLike } from "./connect.js";
+import type { JobsDatabase } from "./db/database.js";
+import { JOB_COLUMNS, toJob, type JobRow } from "./job-row.js";
+import { forDialect, type PerDialect } from "./sql.js";
+import type { Job, QueueStatus, StatusCountsByState } from "./types.js";
+import { checkKnownOptions, checkName, checkOptionalKey } from "./validate.js";
+
+export interface ReadOptions {
+  db?: DbLike;
+  /** Only this tenant's jobs: another tenant's job reads as "not found". */
+  tenant?: string | null;
+}
+
+/** One job by id, or null when it does not exist (or belongs to another tenant than `tenant`). */
+export async function getJob(id: number, options: ReadOptions = {}): Promise<Job | null> {
+  checkKnownOptions(options, ["db", "tenant"], "getJob");
+  const db = resolveDb(options.db);
+  if (!Number.isSafeInteger(id) || id < 1) return null;
+  const tenant = checkOptionalKey(options.tenant, "tenant");
+  const { rows } = await db.executor.query<JobRow>(
+    `SELECT ${JOB_COLUMNS} FROM ${db.table} WHERE id = $1${tenant === null ? "" : " AND tenant = $2"}`,
+    tenant === null ? [id] : [id, tenant],
+  );
+  return rows[0] ? toJob(rows[0], db.dialect) : null;
+}
+
+/** Jobs waiting in a queue, delayed ones included (see `statusCounts` for the ready ones). */
+export async function pendingCount(options: ReadOptions & { queue?: string } = {}): Promise<number> {
+  checkKnownOptions(options, ["db", "tenant", "queue"], "pendingCount");
+  const db = resolveDb(options.db);
+  const queue = options.queue === undefined ? "default" : checkName(options.queue, "queue");
+  const tenant = checkOptionalKey(options.tenant, "tenant");
+  const { rows } = await db.executor.query<{ n: number | string }>(
+    `SELECT count(*) AS n FROM ${db.table} WHERE status = 'pending' AND queue = $1${tenant === null ? "" : " AND tenant = $2"}`,
+    tenant === null ? [queue] : [queue, tenant],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+interface CountRow {
+  queue: string;
+  status: keyof StatusCountsByState;
+  n: number | string;
+  ready: number | string;
+  oldest_ready_age: number | string | null;
+}
+
+const COUNTS: PerDialect<(db: JobsDatabase, where: string) => string> = {
+  postgres: (db, where) => `
+    SELECT queue, status, count(*) AS n,
+           count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS ready,
+           EXTRACT(EPOCH FROM now() - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= now())) AS oldest_ready_age
+    FROM ${db.table} ${where}
+    GROUP BY queue, status`,
+};
+
+/**
+ * Per-queue counters, read in a read-only transaction: a diagnostic never changes what it
+ * looks at.
+ */
+export async function statusCounts(options: ReadOptions & { queue?: string } = {}): Promise<QueueStatus[]> {
+  checkKnownOptions(options, ["db", "tenant", "queue"], "statusCounts");
+  const db = resolveDb(options.db);
+  const queue = options.queue === undefined ? null : checkName(options.queue, "queue");
+  const tenant = checkOptionalKey(options.tenant, "tenant");
+  const conditions: string[] = [];
+  const params: unknown[] = [];
+  if (queue !== null) conditions.push(`queue = $${params.push(queue)}`);
+  if (tenant !== null) conditions.push(`tenant = $${params.push(tenant)}`);
+  const where = conditions.length ? `WHERE ${conditions.join(" AND ")}` : "";
+  const rows = await db.executor.transaction(
+    async (tx) => (await tx.query<CountRow>(forDialect(COUNTS, db.dialect, "status counts")(db, where), params)).rows,
+    { readOnly: true },
+  );
+  return summarise(rows, queue);
+}
+
+function summarise(rows: CountRow[], queue: string | null): QueueStatus[] {
+  const byQueue = new Map<string, QueueStatus>();
+  const entry = (name: string): QueueStatus => {
+    let status = byQueue.get(name);
+    if (!status) {
+      status = { queue: name, counts: { pending: 0, running: 0, failed: 0, done: 0, cancelled: 0 }, ready: 0, total: 0, oldestReadyAge: null };
+      byQueue.set(name, status);
+    }
+    return status;
+  };
+  if (queue !== null) entry(queue);
+  for (const row of rows) {
+    const status = entry(row.queue);
+    const n = Number(row.n);
+    status.counts[row.status] += n;
+    status.total += n;
+    status.ready += Number(row.ready);
+    if (row.oldest_ready_age !== null && row.oldest_ready_age !== undefined) {
+      status.oldestReadyAge = Math.max(0, Number(row.oldest_ready_age));
+    }
+  }
+  return [...byQueue.values()].sort((a, b) => a.queue.localeCompare(b.queue));
+}

@@ -1,0 +1,98 @@
+export type JobStatus = "pending" | "running" | "done" | "failed" | "cancelled";
+
+/**
+ * A task name may carry its payload type as a phantom, so that
+ * `enqueue(MAIL_JOB_TASK, payload)` is type-checked without importing the package
+ * that defines the task: `export const MAIL_JOB_TASK = "mail.send" as TaskName<MailPayload>`.
+ */
+export type TaskName<P = unknown> = string & { readonly __payload?: P };
+
+/** The payload type a task name carries, or `unknown` for a plain string. */
+export type PayloadOf<T> = T extends { readonly __payload?: infer P } ? Exclude<P, undefined> : unknown;
+
+interface JobFields {
+  id: number;
+  queue: string;
+  task: string;
+  payload: unknown;
+  priority: number;
+  attempts: number;
+  maxAttempts: number;
+  lastError: string | null;
+  /** When the job becomes (or became) runnable, by the database clock. */
+  runAt: Date;
+  progress: unknown;
+  result: unknown;
+  tenant: string | null;
+  idempotencyKey: string | null;
+  dedupKey: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export type PendingJob = JobFields & { status: "pending" };
+export type RunningJob = JobFields & { status: "running"; lockedUntil: Date; heartbeatAt: Date };
+export type DoneJob = JobFields & { status: "done"; finishedAt: Date };
+export type FailedJob = JobFields & { status: "failed"; finishedAt: Date; lastError: string };
+export type CancelledJob = JobFields & { status: "cancelled"; finishedAt: Date };
+
+/** What `getJob` returns: one row of the jobs table, discriminated by `status`. */
+export type Job = PendingJob | RunningJob | DoneJob | FailedJob | CancelledJob;
+
+/** What a handler learns about the job it runs. */
+export interface JobInfo {
+  id: number;
+  task: string;
+  queue: string;
+  /** 1 on the first run. */
+  attempt: number;
+  maxAttempts: number;
+  tenant: string | null;
+  createdAt: Date;
+}
+
+export interface JobContext {
+  job: JobInfo;
+  /** Fences every write of this run: once another worker holds the job, this token is stale. */
+  claimToken: string;
+  /** Fires when the lease is lost, the job is cancelled, or the worker shuts down. */
+  signal: AbortSignal;
+  /** The last progress saved by `checkpoint` (by this run or an earlier attempt), or null. */
+  progress: unknown;
+  /** Extends the lease; false when this worker no longer owns the job (stop working). */
+  heartbeat(): Promise<boolean>;
+  /**
+   * Runs `work(tx)` — the handler's own writes, on the queue's connection — and saves
+   * `progress`, in one transaction fenced by the claim token. Resolves false (and rolls
+   * everything back) when the job was taken over.
+   */
+  checkpoint<Tx = unknown>(progress: unknown, work?: (tx: Tx) => unknown): Promise<boolean>;
+}
+
+/** `(payload, ctx) => result`; the resolved value is stored as the job's `result` (JSON). */
+export type JobHandler<P = unknown, R = unknown> = (payload: P, ctx: JobContext) => R | Promise<R>;
+
+/**
+ * The worker side: task name → handler. Parameters are `never` so that handlers typed for
+ * their own payload (`(p: MailPayload) => …`) fit without casts.
+ */
+export type Handlers = Readonly<Record<string, (payload: never, ctx: JobContext) => unknown>>;
+
+export interface StatusCountsByState {
+  pending: number;
+  running: number;
+  failed: number;
+  done: number;
+  cancelled: number;
+}
+
+/** One queue's counters, as shown by `forge-jobs status`. */
+export interface QueueStatus {
+  queue: string;
+  counts: StatusCountsByState;
+  /** Pending and runnable now (not delayed by `availableIn` or a retry backoff). */
+  ready: number;
+  total: number;
+  /** Age in seconds of the oldest ready job (how far behind the workers are), or null. */
+  oldestReadyAge: number | null;
+}

@@ -1,0 +1,60 @@
+import type { JobsDatabase } from "./db/database.js";
+import type { Listener } from "./db/executor.js";
+
+const RESUBSCRIBE_DELAYS_MS = [100, 250, 500, 1000, 2000, 5000, 10000, 30000];
+
+/**
+ * LISTEN for new ready jobs, where the backend can push (PostgreSQL). On a lost connection it
+ * re-subscribes with backoff and then reports a wake-up for every queue, since notifications
+ * sent while it was away are gone. Polling stays the fallback either way.
+ */
+export class Wakeups {
+  private listener: Listener | null = null;
+  private closed = false;
+  private failures = 0;
+  private retryTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly db: JobsDatabase,
+    private readonly onWake: (queue: string | null) => void,
+    private readonly onError: (error: unknown) => void,
+  ) {}
+
+  get supported(): boolean {
+    return typeof this.db.executor.listen === "function";
+  }
+
+  async start(): Promise<void> {
+    if (!this.supported || this.closed) return;
+    try {
+      this.listener = await this.db.executor.listen!(this.db.channel, (queue) => this.onWake(queue || null), (error) => this.lost(error));
+      if (this.failures > 0) this.onWake(null);
+      this.failures = 0;
+    } catch (error) {
+      this.lost(error);
+    }
+  }
+
+  private lost(error: unknown): void {
+    if (this.closed) return;
+    this.onError(error);
+    const listener = this.listener;
+    this.listener = null;
+    void listener?.close();
+    if (this.retryTimer) return;
+    const delay = RESUBSCRIBE_DELAYS_MS[Math.min(this.failures++, RESUBSCRIBE_DELAYS_MS.length - 1)] as number;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.start();
+    }, delay);
+    this.retryTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    const listener = this.listener;
+    this.listener = null;
+    await listener?.close();
+  }
+}

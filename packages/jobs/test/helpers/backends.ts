@@ -1,0 +1,75 @@
+import { randomBytes } from "node:crypto";
+import { connect, migrate, type JobsDatabase } from "../../src/index.js";
+
+export const PG_URL = process.env.FORGE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+/** One backend of the conformance suite: every behavioural test runs once per entry. */
+export interface Backend {
+  name: "postgres" | "sqlite" | "mysql";
+  /** A fresh, migrated, isolated queue (own schema / database / file) for one test file. */
+  create(): Promise<TestDatabase>;
+}
+
+export interface TestDatabase {
+  db: JobsDatabase;
+  /** A URL that reaches the same queue from another process (CLI, child workers). */
+  url: string;
+  /** Extra connect() options for that URL (the schema). */
+  schema: string | undefined;
+  /** The database clock, as the queue sees it. */
+  now(): Promise<Date>;
+  /** Raw SQL for assertions the API does not expose; `$1` placeholders. */
+  sql<R extends object = Record<string, unknown>>(text: string, params?: unknown[]): Promise<R[]>;
+  close(): Promise<void>;
+}
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${randomBytes(5).toString("hex")}`;
+}
+
+const postgres: Backend = {
+  name: "postgres",
+  async create() {
+    const schema = uniqueName("t");
+    const db = connect(PG_URL, { schema, poolSize: 20 });
+    await migrate({ db });
+    return {
+      db,
+      url: PG_URL,
+      schema,
+      now: async () => (await db.executor.query<{ now: Date }>("SELECT now() AS now")).rows[0]!.now,
+      sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
+      close: async () => {
+        // Keep the schema when a test failed? Dropping keeps the shared database small.
+        await db.executor.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+        await db.close();
+      },
+    };
+  },
+};
+
+const ALL: Backend[] = [postgres];
+
+/** The backends to run, from FORGE_TEST_BACKENDS (comma list) or all. */
+export function backends(): Backend[] {
+  const wanted = process.env.FORGE_TEST_BACKENDS?.split(",").map((s) => s.trim());
+  return wanted ? ALL.filter((b) => wanted.includes(b.name)) : ALL;
+}
+
+/** Waits for a condition by polling, never a fixed sleep: fails with `what` after `timeoutMs`. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 10_000, everyMs = 20): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** A promise with its resolve function exposed, for tests that wait on signals. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
