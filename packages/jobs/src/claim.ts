@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "./db/database.js";
+import type { DialectName } from "./db/executor.js";
 import { toDate } from "./job-row.js";
 import { parseJson } from "./payload.js";
 import { forDialect, type PerDialect } from "./sql.js";
@@ -69,19 +70,19 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
     request.lease,
     request.workerId,
   ]);
-  return rows.map(toClaimed).sort((a, b) => b.priority - a.priority || a.id - b.id);
+  return rows.map((row) => toClaimed(row, db.dialect)).sort((a, b) => b.priority - a.priority || a.id - b.id);
 }
 
-function toClaimed(row: ClaimRow): ClaimedJob {
+function toClaimed(row: ClaimRow, dialect: DialectName): ClaimedJob {
   return {
     id: Number(row.id),
     queue: row.queue,
     task: row.task,
-    payload: parseJson(row.payload),
+    payload: parseJson(row.payload, dialect),
     priority: Number(row.priority),
     attempt: Number(row.attempts),
     maxAttempts: Number(row.max_attempts),
-    progress: parseJson(row.progress),
+    progress: parseJson(row.progress, dialect),
     tenant: row.tenant,
     createdAt: toDate(row.created_at),
     runAt: toDate(row.run_at),

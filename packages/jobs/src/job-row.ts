@@ -42,19 +42,19 @@ function toDateOrNull(value: unknown): Date | null {
   return value === null || value === undefined ? null : toDate(value);
 }
 
-export function toJob(row: JobRow, _dialect: DialectName): Job {
+export function toJob(row: JobRow, dialect: DialectName): Job {
   const base = {
     id: Number(row.id),
     queue: row.queue,
     task: row.task,
-    payload: parseJson(row.payload),
+    payload: parseJson(row.payload, dialect),
     priority: Number(row.priority),
     attempts: Number(row.attempts),
     maxAttempts: Number(row.max_attempts),
     lastError: row.last_error,
     runAt: toDate(row.run_at),
-    progress: parseJson(row.progress),
-    result: parseJson(row.result),
+    progress: parseJson(row.progress, dialect),
+    result: parseJson(row.result, dialect),
     tenant: row.tenant,
     idempotencyKey: row.idempotency_key,
     dedupKey: row.dedup_key,

@@ -1,5 +1,6 @@
 import { JobError } from "./errors.js";
 import { hasLoneSurrogate } from "./validate.js";
+import type { DialectName } from "./db/executor.js";
 
 /**
  * Serializes a payload (or result) to JSON text, refusing what JSON cannot carry faithfully:
@@ -60,8 +61,13 @@ function check(value: unknown, path: string, seen: Set<object>): void {
   }
 }
 
-export function parseJson(value: unknown): unknown {
+/**
+ * A JSON column as the driver returns it: pg parses jsonb itself (so a JSON string arrives
+ * as a JS string and must not be parsed again); SQLite and MariaDB hand back the text.
+ */
+export function parseJson(value: unknown, dialect: DialectName): unknown {
   if (value === null || value === undefined) return null;
+  if (dialect === "postgres") return value;
   if (typeof value === "string") return JSON.parse(value) as unknown;
   if (Buffer.isBuffer(value)) return JSON.parse(value.toString("utf8")) as unknown;
   return value;

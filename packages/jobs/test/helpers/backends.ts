@@ -20,6 +20,11 @@ export interface TestDatabase {
   now(): Promise<Date>;
   /** Raw SQL for assertions the API does not expose; `$1` placeholders. */
   sql<R extends object = Record<string, unknown>>(text: string, params?: unknown[]): Promise<R[]>;
+  /**
+   * Runs `fn` with the queue bound to a client inside a driver-native transaction that the
+   * test opened itself, then commits or rolls back (transactional enqueue).
+   */
+  withTransaction<T>(fn: (bound: JobsDatabase) => Promise<T>, outcome: "commit" | "rollback"): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -39,6 +44,20 @@ const postgres: Backend = {
       schema,
       now: async () => (await db.executor.query<{ now: Date }>("SELECT now() AS now")).rows[0]!.now,
       sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
+      withTransaction: async (fn, outcome) => {
+        const client = await (db.executor.raw as import("pg").Pool).connect();
+        try {
+          await client.query("BEGIN");
+          const result = await fn(db.bind(client));
+          await client.query(outcome === "commit" ? "COMMIT" : "ROLLBACK");
+          return result;
+        } catch (error) {
+          await client.query("ROLLBACK");
+          throw error;
+        } finally {
+          client.release();
+        }
+      },
       close: async () => {
         // Keep the schema when a test failed? Dropping keeps the shared database small.
         await db.executor.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
