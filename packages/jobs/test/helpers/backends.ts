@@ -8,6 +8,8 @@ export interface Backend {
   name: "postgres" | "sqlite" | "mysql";
   /** A fresh, migrated, isolated queue (own schema / database / file) for one test file. */
   create(): Promise<TestDatabase>;
+  /** An empty, unmigrated place for a queue (for migration tests), reachable from other processes. */
+  blank(): Promise<{ url: string; schema: string | undefined; drop(): Promise<void> }>;
 }
 
 export interface TestDatabase {
@@ -25,6 +27,10 @@ export interface TestDatabase {
    * test opened itself, then commits or rolls back (transactional enqueue).
    */
   withTransaction<T>(fn: (bound: JobsDatabase) => Promise<T>, outcome: "commit" | "rollback"): Promise<T>;
+  /** Quoted, qualified name for an application table next to the jobs table. */
+  tableName(name: string): string;
+  /** Runs SQL on the driver object that `checkpoint` hands to a handler's work function. */
+  execOn(tx: unknown, text: string, params?: unknown[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -34,6 +40,18 @@ export function uniqueName(prefix: string): string {
 
 const postgres: Backend = {
   name: "postgres",
+  async blank() {
+    const schema = uniqueName("blank");
+    return {
+      url: PG_URL,
+      schema,
+      drop: async () => {
+        const db = connect(PG_URL);
+        await db.executor.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await db.close();
+      },
+    };
+  },
   async create() {
     const schema = uniqueName("t");
     const db = connect(PG_URL, { schema, poolSize: 20 });
@@ -57,6 +75,10 @@ const postgres: Backend = {
         } finally {
           client.release();
         }
+      },
+      tableName: (name) => `"${schema}"."${name}"`,
+      execOn: async (tx, text, params) => {
+        await (tx as import("pg").PoolClient).query(text, params);
       },
       close: async () => {
         // Keep the schema when a test failed? Dropping keeps the shared database small.
