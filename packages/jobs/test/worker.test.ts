@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createWorker, enqueue, enqueueMany, getJob, JobAbortedError, type JobContext, type WorkerEvents } from "../src/index.js";
+import { backends, deferred, waitFor, type TestDatabase } from "./helpers/backends.js";
+
+describe.each(backends())("the worker ($name)", (backend) => {
+  let t: TestDatabase;
+  beforeAll(async () => (t = await backend.create()));
+  afterAll(() => t.close());
+
+  it("an idle worker picks up a new job by wake-up, long before its poll interval", async () => {
+    const ac = new AbortController();
+    const started = deferred<number>();
+    // With LISTEN the poll interval is irrelevant: make it a minute. Without it, polling is the
+    // documented mechanism, so the worker must pick the job up on its next poll.
+    const pollInterval = t.db.executor.listen ? 60 : 0.2;
+    const worker = createWorker({ ping: () => started.resolve(Date.now()) }, { db: t.db, queue: "wake", pollInterval, signal: ac.signal });
+    const idle = deferred();
+    worker.on("worker:idle", () => idle.resolve());
+    const running = worker.run();
+    await idle.promise;
+    const enqueuedAt = Date.now();
+    await enqueue("ping", null, { db: t.db, queue: "wake" });
+    const latency = (await started.promise) - enqueuedAt;
+    expect(latency).toBeLessThan(pollInterval * 1000);
+    ac.abort();
+    await running;
+  });
+
+  it("serves a list of queues", async () => {
+    const ac = new AbortController();
+    const seen = new Set<string>();
+    const worker = createWorker({ t: (_p, ctx: JobContext) => void seen.add(ctx.job.queue) }, { db: t.db, queue: ["qa", "qb"], pollInterval: 0.05, signal: ac.signal });
+    const running = worker.run();
+    await enqueueMany([{ task: "t", queue: "qa" }, { task: "t", queue: "qb" }, { task: "t", queue: "qc" }], { db: t.db });
+    await waitFor("both queues served", async () => seen.size === 2);
+    ac.abort();
+    await running;
+    expect([...seen].sort()).toEqual(["qa", "qb"]);
+  });
+
+  it("runs up to `concurrency` handlers at once", async () => {
+    const ac = new AbortController();
+    let now = 0;
+    let peak = 0;
+    await enqueueMany(Array.from({ length: 12 }, () => ({ task: "slow" })), { db: t.db, queue: "conc" });
+    const finished = deferred();
+    let done = 0;
+    const worker = createWorker(
+      {
+        slow: async () => {
+          peak = Math.max(peak, ++now);
+          await new Promise((r) => setTimeout(r, 30));
+          now--;
+          if (++done === 12) finished.resolve();
+        },
+      },
+      { db: t.db, queue: "conc", concurrency: 3, pollInterval: 0.05, signal: ac.signal },
+    );
+    const running = worker.run();
+    await finished.promise;
+    ac.abort();
+    await running;
+    expect(peak).toBe(3);
+  });
+
+  it("graceful shutdown: claims nothing more, lets in-flight jobs finish, hands back the rest without using an attempt", async () => {
+    const queue = "graceful";
+    const ids = await enqueueMany(Array.from({ length: 6 }, (_, i) => ({ task: "work", payload: { i }, maxAttempts: 3 })), { db: t.db, queue });
+    const ac = new AbortController();
+    const started: number[] = [];
+    const bothStarted = deferred();
+    const release = deferred();
+    const worker = createWorker(
+      {
+        work: async (p: { i: number }) => {
+          started.push(p.i);
+          if (started.length === 2) bothStarted.resolve();
+          await release.promise;
+        },
+      },
+      { db: t.db, queue, concurrency: 2, prefetch: 2, gracePeriod: 30, signal: ac.signal },
+    );
+    const events: string[] = [];
+    worker.on("job:released", (e) => events.push(`released ${e.job.id}`));
+    const running = worker.run();
+    await bothStarted.promise;
+    ac.abort();
+    // Stopping: nothing new is claimed, and the two runs may finish.
+    await waitFor("the buffered jobs to be handed back", async () => events.length === 2);
+    release.resolve();
+    await running;
+    const jobs = await Promise.all(ids.map(async (id) => (await getJob(id, { db: t.db }))!));
+    expect(jobs.filter((j) => j.status === "done")).toHaveLength(2);
+    const back = jobs.filter((j) => j.status === "pending");
+    expect(back).toHaveLength(4);
+    expect(back.every((j) => j.attempts === 0)).toBe(true);
+    expect(started).toHaveLength(2);
+  });
+
+  it("after the grace period, unfinished jobs are handed back as pending without consuming an attempt, and their signal fires", async () => {
+    const queue = "grace-over";
+    const id = await enqueue("stuck", null, { db: t.db, queue, maxAttempts: 1 });
+    const ac = new AbortController();
+    const started = deferred<JobContext>();
+    const worker = createWorker(
+      { stuck: (_p, ctx: JobContext) => { started.resolve(ctx); return new Promise(() => undefined); } },
+      { db: t.db, queue, gracePeriod: 0.2, signal: ac.signal },
+    );
+    const running = worker.run();
+    const ctx = await started.promise;
+    ac.abort();
+    await running;
+    expect(ctx.signal.aborted).toBe(true);
+    expect(ctx.signal.reason).toBeInstanceOf(JobAbortedError);
+    expect((ctx.signal.reason as JobAbortedError).reason).toBe("shutdown");
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "pending", attempts: 0 });
+  });
+
+  it("emits typed events, and a throwing listener never breaks the worker", async () => {
+    const queue = "events";
+    const log: string[] = [];
+    const ac = new AbortController();
+    await enqueueMany([{ task: "ok" }, { task: "bad", maxAttempts: 2 }], { db: t.db, queue });
+    const worker = createWorker(
+      { ok: () => "fine", bad: () => { throw new Error("nope"); } },
+      {
+        db: t.db,
+        queue,
+        signal: ac.signal,
+        pollInterval: 0.05,
+        events: { "job:claimed": () => { throw new Error("listener bug"); } },
+      },
+    );
+    const record = <E extends keyof WorkerEvents>(name: E, describe: (e: WorkerEvents[E]) => string) => worker.on(name, (e) => log.push(describe(e)));
+    record("job:succeeded", (e) => `succeeded ${e.job.task}`);
+    record("job:failed", (e) => `failed ${e.job.task} retry=${e.willRetry} in ${e.retryInSeconds}`);
+    record("job:retried", (e) => `retried ${e.job.task} in ${e.retryInSeconds}`);
+    record("worker:started", () => "started");
+    record("worker:stopped", () => "stopped");
+    const running = worker.run();
+    await waitFor("both jobs handled", async () => log.filter((l) => l.startsWith("succeeded") || l.startsWith("failed")).length === 2);
+    ac.abort();
+    await running;
+    expect(log).toEqual(expect.arrayContaining(["started", "succeeded ok", "failed bad retry=true in 10", "retried bad in 10", "stopped"]));
+    expect(log[0]).toBe("started");
+    expect(log.at(-1)).toBe("stopped");
+  });
+});
