@@ -1,0 +1,50 @@
+/**
+ * The payload cannot become a mail. `retryable` is an own property set to false so the
+ * queue fails the job at once: no retry will ever fix the data.
+ */
+export class MailPayloadError extends Error {
+  override readonly name = "MailPayloadError";
+  readonly retryable = false as const;
+  /** Where the problem is, e.g. `to[1]`, `subject`, `attachments[0].content`. */
+  readonly field: string;
+
+  constructor(field: string, problem: string) {
+    super(`${field}: ${problem}`);
+    this.field = field;
+  }
+}
+
+export interface MailSendErrorDetails {
+  retryable: boolean;
+  /** nodemailer's error code (`ECONNECTION`, `ETIMEDOUT`, `EDNS`, `EENVELOPE`, …), or `EABORT`. */
+  code?: string | undefined;
+  /** The SMTP reply code, when the server answered (451, 550, …). */
+  responseCode?: number | undefined;
+  /** The server's full reply line, when it answered. */
+  response?: string | undefined;
+  /** The SMTP command that failed (`CONN`, `MAIL FROM`, `RCPT TO`, `DATA`, …). */
+  command?: string | undefined;
+  cause?: unknown;
+}
+
+/**
+ * Sending failed. `retryable` (an own property) tells the queue whether another attempt
+ * can help: true for network trouble and 4xx replies, false for 5xx replies.
+ */
+export class MailSendError extends Error {
+  override readonly name = "MailSendError";
+  readonly retryable: boolean;
+  readonly code: string | undefined;
+  readonly responseCode: number | undefined;
+  readonly response: string | undefined;
+  readonly command: string | undefined;
+
+  constructor(message: string, details: MailSendErrorDetails) {
+    super(message, { cause: details.cause });
+    this.retryable = details.retryable;
+    this.code = details.code;
+    this.responseCode = details.responseCode;
+    this.response = details.response;
+    this.command = details.command;
+  }
+}
