@@ -1,10 +1,12 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: ["src/index.ts"],
+  entry: { index: "src/index.ts", cli: "src/cli.ts" },
   format: ["esm", "cjs"],
-  dts: true,
+  dts: { entry: { index: "src/index.ts" } },
   sourcemap: true,
   clean: true,
   target: "node20",
+  // import.meta.url in the CJS build (optional drivers are loaded with createRequire).
+  shims: true,
 });

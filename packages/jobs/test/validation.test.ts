@@ -29,7 +29,7 @@ describe.each(backends())("bad input is refused with JobError and writes nothing
     ["maxAttempts 0", () => enqueue("t", null, { db: t.db, maxAttempts: 0 }), /maxAttempts must be an integer from 1/],
     ["oversize payload", () => enqueue("t", { s: "x".repeat(1024 * 1024 + 1) }, { db: t.db }), /payload is \d+ bytes of JSON; the limit is 1048576/],
     ["empty task", () => enqueue("", null, { db: t.db }), /task must be a non-empty string, got ""/],
-    ["non-string task", () => enqueue(42 as never, null, { db: t.db }), /task must be a non-empty string, got 42/],
+    ["non-string task", () => enqueue(42 as unknown as string, null, { db: t.db }), /task must be a non-empty string, got 42/],
     ["empty queue", () => enqueue("t", null, { db: t.db, queue: "" }), /queue must be a non-empty string/],
     ["NUL in a name", () => enqueue("t\u0000x", null, { db: t.db }), /task cannot contain NUL/],
     ["NUL in payload", () => enqueue("t", { s: "a\u0000b" }, { db: t.db }), /payload\.s: strings cannot contain NUL/],

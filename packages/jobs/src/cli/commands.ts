@@ -1,0 +1,219 @@
+import { mkdir, writeFile, access } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { connect } from "../connect.js";
+import type { JobsDatabase } from "../db/database.js";
+import type { DialectName } from "../db/executor.js";
+import { latestVersion, migrate, migrationSql, schemaVersion } from "../migrate.js";
+import { prune } from "../admin.js";
+import { reclaim } from "../reclaim.js";
+import { statusCounts } from "../status.js";
+import type { Handlers } from "../types.js";
+import { createWorker } from "../worker.js";
+import { renderStatus } from "./table.js";
+import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";
+
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+export interface Parsed {
+  positionals: string[];
+  values: Record<string, string | boolean | string[] | undefined>;
+}
+
+export function openDatabase(p: Parsed): JobsDatabase {
+  const url = (p.values["database-url"] as string | undefined) ?? process.env.DATABASE_URL;
+  const schema = p.values.schema as string | undefined;
+  return connect(url, schema ? { schema } : {});
+}
+
+export async function loadHandlers(modulePath: string): Promise<Handlers> {
+  const url = pathToFileURL(resolve(modulePath)).href;
+  let loaded: Record<string, unknown>;
+  try {
+    loaded = (await import(url)) as Record<string, unknown>;
+  } catch (error) {
+    throw new UsageError(`cannot load handlers module ${modulePath}: ${(error as Error).message.split("\n")[0]}`);
+  }
+  // CJS modules imported from ESM arrive as { default: module.exports }.
+  const candidate = (loaded.default as Record<string, unknown> | undefined)?.handlers ?? loaded.default ?? loaded.handlers;
+  if (typeof candidate !== "object" || candidate === null || Object.values(candidate).some((h) => typeof h !== "function")) {
+    throw new UsageError(`${modulePath} must export default (or 'handlers') an object of { taskName: handler function }`);
+  }
+  return candidate as Handlers;
+}
+
+export async function init(p: Parsed, io: Io): Promise<void> {
+  const dir = resolve((p.values.dir as string | undefined) ?? "migrations");
+  const dialect = p.values.dialect as DialectName | undefined;
+  if (dialect && !["postgres", "sqlite", "mysql"].includes(dialect)) throw new UsageError(`--dialect must be postgres, sqlite or mysql, got ${JSON.stringify(dialect)}`);
+  const db = dialect ? connect(dialect === "postgres" ? "postgres://localhost/unused" : dialect === "mysql" ? "mysql://localhost/unused" : "sqlite::memory:", p.values.schema ? { schema: p.values.schema as string } : {}) : openDatabase(p);
+  try {
+    await mkdir(dir, { recursive: true });
+    for (const migration of migrationSql(db)) {
+      const file = join(dir, `${String(migration.version).padStart(3, "0")}_forge_jobs_${migration.name}.${db.dialect}.sql`);
+      const exists = await access(file).then(() => true, () => false);
+      if (exists) {
+        io.out(`kept    ${file} (already there)\n`);
+        continue;
+      }
+      await writeFile(file, `-- @forge/jobs migration ${migration.version} (${migration.name}) for ${db.dialect}\n-- Review, then apply with your migration tool or with: forge-jobs migrate\n\n${migration.sql}`);
+      io.out(`wrote   ${file}\n`);
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+export async function runMigrate(p: Parsed, io: Io): Promise<void> {
+  const db = openDatabase(p);
+  try {
+    const result = await migrate({ db });
+    io.out(result.applied.length ? `applied migrations ${result.applied.join(", ")}; schema at version ${result.version}\n` : `schema already at version ${result.version}; nothing to do\n`);
+  } finally {
+    await db.close();
+  }
+}
+
+export async function status(p: Parsed, io: Io): Promise<void> {
+  const db = openDatabase(p);
+  const queue = p.values.queue as string[] | undefined;
+  const watch = p.values.watch;
+  const read = async () => statusCounts({ db, ...(queue?.[0] ? { queue: queue[0] } : {}) });
+  try {
+    if (watch === undefined) {
+      const statuses = await read();
+      io.out(p.values.json ? JSON.stringify(statuses, null, 2) + "\n" : renderStatus(statuses));
+      return;
+    }
+    const seconds = watch === true ? 2 : parseNumber(watch as string, "--watch") ?? 2;
+    const stop = new AbortController();
+    const onSignal = () => stop.abort();
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
+    try {
+      while (!stop.signal.aborted) {
+        const statuses = await read();
+        const body = p.values.json ? JSON.stringify({ at: new Date().toISOString(), queues: statuses }) + "\n" : `\x1b[2J\x1b[H${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}`;
+        io.out(body);
+        await new Promise<void>((r) => {
+          const timer = setTimeout(r, seconds * 1000);
+          stop.signal.addEventListener("abort", () => (clearTimeout(timer), r()), { once: true });
+        });
+      }
+    } finally {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+export async function runReclaim(p: Parsed, io: Io): Promise<void> {
+  const db = openDatabase(p);
+  try {
+    const lease = parseNumber(p.values.lease as string | undefined, "--lease");
+    const queue = (p.values.queue as string[] | undefined)?.[0];
+    const jobs = await reclaim({ db, ...(lease === undefined ? {} : { lease }), ...(queue ? { queue } : {}) });
+    const back = jobs.filter((j) => j.status === "pending").length;
+    io.out(`reclaimed ${jobs.length} job(s): ${back} back to pending, ${jobs.length - back} failed (no attempt left)\n`);
+  } finally {
+    await db.close();
+  }
+}
+
+export async function runWorkerCommand(p: Parsed, io: Io): Promise<void> {
+  const [modulePath] = p.positionals;
+  if (!modulePath) throw new UsageError("worker needs the path of a handlers module: forge-jobs worker ./handlers.js");
+  const handlers = await loadHandlers(modulePath);
+  const db = openDatabase(p);
+  const stop = new AbortController();
+  let signals = 0;
+  const onSignal = (name: string) => {
+    signals++;
+    if (signals === 1) {
+      io.err(`${name}: stopping gracefully (in-flight jobs may finish; a second signal stops at once)\n`);
+      stop.abort();
+    } else {
+      io.err(`${name} again: stopping now; unfinished jobs come back when their lease expires\n`);
+      process.exit(130);
+    }
+  };
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
+  const queues = (p.values.queue as string[] | undefined) ?? ["default"];
+  const num = (name: string, integer = false) => parseNumber(p.values[name] as string | undefined, `--${name}`, integer);
+  const options = {
+    db,
+    queue: queues,
+    signal: stop.signal,
+    ...(num("concurrency", true) !== undefined ? { concurrency: num("concurrency", true) } : {}),
+    ...(num("lease") !== undefined ? { lease: num("lease") } : {}),
+    ...(num("grace") !== undefined ? { gracePeriod: num("grace") } : {}),
+    ...(num("poll") !== undefined ? { pollInterval: num("poll") } : {}),
+  };
+  const worker = createWorker(handlers, options);
+  worker.on("worker:started", (e) => io.err(`worker ${e.workerId} serving ${e.queues.join(", ")} (concurrency ${e.concurrency}, tasks: ${Object.keys(handlers).join(", ")})\n`));
+  worker.on("job:failed", (e) => io.err(`job ${e.job.id} (${e.job.task}) failed on attempt ${e.job.attempt}/${e.job.maxAttempts}${e.willRetry ? `, retry in ${e.retryInSeconds}s` : ""}: ${e.error instanceof Error ? e.error.message : String(e.error)}\n`));
+  worker.on("worker:error", (e) => io.err(`worker error while ${e.during}: ${e.error instanceof Error ? e.error.message : String(e.error)}\n`));
+  worker.on("worker:stopped", () => io.err("worker stopped\n"));
+  try {
+    await worker.run();
+  } finally {
+    await db.close();
+  }
+}
+
+export async function doctor(p: Parsed, io: Io): Promise<void> {
+  const db = openDatabase(p);
+  const problems: string[] = [];
+  const ok = (text: string) => io.out(`ok      ${text}\n`);
+  const bad = (text: string) => (problems.push(text), io.out(`PROBLEM ${text}\n`));
+  try {
+    try {
+      await db.executor.query("SELECT 1");
+      ok(`connected (${db.dialect})`);
+    } catch (error) {
+      bad(`cannot connect: ${(error as Error).message}`);
+      throw new ProblemsFound(`${problems.length} problem(s) found`);
+    }
+    const version = await schemaVersion({ db });
+    const latest = latestVersion(db.dialect);
+    if (version === 0) bad("the jobs schema is not applied: run forge-jobs migrate (or forge-jobs init to review the SQL)");
+    else if (version < latest) bad(`the jobs schema is at version ${version}, this package needs ${latest}: run forge-jobs migrate`);
+    else ok(`schema at version ${version} (current)`);
+    if (version > 0) {
+      const now = { postgres: "now()", mysql: "NOW(6)", sqlite: "CAST(unixepoch('subsec') * 1000 AS INTEGER)" }[db.dialect];
+      const { rows } = await db.executor.query<{ n: number | string }>(`SELECT count(*) AS n FROM ${db.table} WHERE status = 'running' AND locked_until < ${now}`);
+      const stuck = Number(rows[0]?.n ?? 0);
+      if (stuck > 0) bad(`${stuck} job(s) running past their lease (worker lost?): workers reclaim them on their own, or run forge-jobs reclaim`);
+      else ok("no job stuck past its lease");
+      const handlersPath = p.values.handlers as string | undefined;
+      if (handlersPath) {
+        const handlers = await loadHandlers(handlersPath);
+        const { rows: tasks } = await db.executor.query<{ task: string; n: number | string }>(`SELECT task, count(*) AS n FROM ${db.table} WHERE status IN ('pending', 'running') GROUP BY task`);
+        const missing = tasks.filter((t) => !Object.prototype.hasOwnProperty.call(handlers, t.task));
+        if (missing.length) bad(`queued tasks without a handler in ${handlersPath}: ${missing.map((t) => `${t.task} (${t.n})`).join(", ")}`);
+        else ok(`every queued task has a handler (${tasks.length} task name(s) queued)`);
+      }
+    }
+  } finally {
+    await db.close();
+  }
+  if (problems.length) throw new ProblemsFound(`${problems.length} problem(s) found`);
+}
+
+export async function runPrune(p: Parsed, io: Io): Promise<void> {
+  const text = p.values["older-than"] as string | undefined;
+  if (!text) throw new UsageError("prune needs --older-than <duration>, e.g. --older-than 7d");
+  const olderThan = parseDuration(text, "--older-than");
+  const db = openDatabase(p);
+  try {
+    io.out(`deleted ${await prune({ db, olderThan })} finished job(s) older than ${text}\n`);
+  } finally {
+    await db.close();
+  }
+}

@@ -1,0 +1,71 @@
+import { parseArgs } from "node:util";
+import { JobError } from "../errors.js";
+import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, status, type Io, type Parsed } from "./commands.js";
+import { HELP, ProblemsFound, UsageError } from "./usage.js";
+
+const COMMON = {
+  "database-url": { type: "string" },
+  schema: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+const COMMANDS = {
+  init: { run: init, options: { dir: { type: "string" }, dialect: { type: "string" } } },
+  migrate: { run: runMigrate, options: {} },
+  status: { run: status, options: { queue: { type: "string", multiple: true }, json: { type: "boolean" }, watch: { type: "string" } } },
+  reclaim: { run: runReclaim, options: { lease: { type: "string" }, queue: { type: "string", multiple: true } } },
+  worker: {
+    run: runWorkerCommand,
+    options: { queue: { type: "string", multiple: true }, concurrency: { type: "string" }, lease: { type: "string" }, grace: { type: "string" }, poll: { type: "string" } },
+  },
+  doctor: { run: doctor, options: { handlers: { type: "string" } } },
+  prune: { run: runPrune, options: { "older-than": { type: "string" } } },
+} as const;
+
+/** Runs the CLI; returns the exit code (0 ok, 1 problems or a failure, 2 a usage error). */
+export async function main(argv: string[], io: Io): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === "--help" || name === "-h" || name === "help") {
+    io.out(HELP.main + "\n");
+    return name ? 0 : 2;
+  }
+  const command = COMMANDS[name as keyof typeof COMMANDS];
+  if (!command) {
+    io.err(`forge-jobs: unknown command ${JSON.stringify(name)}; run forge-jobs --help\n`);
+    return 2;
+  }
+  try {
+    // `--watch` may come without a value: give it one so parseArgs accepts both forms.
+    const args = name === "status" ? rest.flatMap((a, i) => (a === "--watch" && (rest[i + 1] === undefined || rest[i + 1]!.startsWith("-")) ? ["--watch", "2"] : [a])) : rest;
+    let parsed: Parsed;
+    try {
+      parsed = parseArgs({ args, options: { ...COMMON, ...command.options }, allowPositionals: name === "worker", strict: true }) as Parsed;
+    } catch (error) {
+      throw new UsageError((error as Error).message.split("\n")[0]);
+    }
+    if (parsed.values.help) {
+      io.out(HELP[name] + "\n");
+      return 0;
+    }
+    await command.run(parsed, io);
+    return 0;
+  } catch (error) {
+    if (error instanceof ProblemsFound) {
+      io.err(`forge-jobs ${name}: ${error.message}\n`);
+      return 1;
+    }
+    const usage = error instanceof UsageError || error instanceof JobError;
+    io.err(`forge-jobs ${name}: error: ${oneLine(error)}\n`);
+    return usage ? 2 : 1;
+  }
+}
+
+function oneLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: unknown })?.code;
+  let text = message.split("\n")[0] || String(code ?? "unknown error");
+  if (code && typeof code === "string" && !text.includes(code)) text = `${text} (${code})`;
+  // PostgreSQL, SQLite and MariaDB each say "no table" their own way; the fix is the same.
+  if (code === "42P01" || code === "ER_NO_SUCH_TABLE" || /no such table/i.test(text)) text += "; is the schema applied? run forge-jobs migrate";
+  return text;
+}

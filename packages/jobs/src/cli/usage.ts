@@ -1,0 +1,83 @@
+/** A mistake in the command line: printed as one line, exit code 2. */
+export class UsageError extends Error {}
+
+/** A check that found problems (doctor): exit code 1. */
+export class ProblemsFound extends Error {}
+
+export const COMMON_OPTIONS = `
+Common options:
+  --database-url <url>   postgres://…, mysql://…, sqlite:<path> (default: $DATABASE_URL, else sqlite:forge-jobs.db)
+  --schema <name>        PostgreSQL schema / MariaDB database of the jobs table
+  -h, --help             this help`;
+
+export const HELP: Record<string, string> = {
+  main: `Usage: forge-jobs <command> [options]
+
+Commands:
+  init      write the migration SQL into a folder of your app, for review
+  migrate   apply pending migrations (under a lock; safe to run from several processes)
+  status    per-queue counts: PENDING RUNNING FAILED DONE READY (read-only)
+  reclaim   take back jobs whose worker was lost
+  worker    run a worker with the handlers exported by a module
+  doctor    check the schema, stuck jobs and tasks without handlers
+  prune     delete finished jobs older than a duration
+
+Run 'forge-jobs <command> --help' for a command's options.${COMMON_OPTIONS}`,
+  init: `Usage: forge-jobs init [--dir <folder>] [--dialect postgres|sqlite|mysql]
+
+Writes one SQL file per migration (NNN_forge_jobs_<name>.<dialect>.sql) into --dir
+(default ./migrations), for teams that apply migrations with their own tool. Existing
+files are left alone. The dialect comes from --dialect or from the database URL.${COMMON_OPTIONS}`,
+  migrate: `Usage: forge-jobs migrate
+
+Applies the pending migrations and records them; running it twice changes nothing.${COMMON_OPTIONS}`,
+  status: `Usage: forge-jobs status [--queue <name>] [--json] [--watch [seconds]]
+
+Counts per queue. READY is pending and runnable now: a job delayed by availableIn or by a
+retry backoff is PENDING but not READY. Read-only: it changes nothing.
+  --queue <name>     one queue only
+  --json             machine-readable output
+  --watch [seconds]  redraw every N seconds (default 2) until Ctrl-C${COMMON_OPTIONS}`,
+  reclaim: `Usage: forge-jobs reclaim [--lease <seconds>] [--queue <name>]
+
+Takes back running jobs whose worker is gone: pending again while attempts remain, else
+failed with "worker lost without a verdict". Without --lease, jobs whose own lease expired;
+with --lease N, jobs with no heartbeat for N seconds (0 = every running job). Workers do this
+on their own; this command is for operators and cron.${COMMON_OPTIONS}`,
+  worker: `Usage: forge-jobs worker <handlers-module> [--queue <name> ...] [--concurrency <n>] [--lease <seconds>]
+
+Runs a worker. The module's default export (or its export 'handlers') is the handlers
+object { [task]: handler }. SIGTERM or SIGINT stops it gracefully (in-flight jobs finish
+within --grace seconds, the rest are handed back); a second signal stops it at once.
+For a TypeScript module run: node --import tsx $(which forge-jobs) worker ./handlers.ts
+  --queue <name>         a queue to serve; repeat for several (default: default)
+  --concurrency <n>      handlers at once (default 10)
+  --lease <seconds>      lease per claim, extended while running (default 30)
+  --grace <seconds>      shutdown grace period (default 10)
+  --poll <seconds>       poll interval when no wake-up arrives (default 1)${COMMON_OPTIONS}`,
+  doctor: `Usage: forge-jobs doctor [--handlers <module>]
+
+Checks that the schema is applied and current, that no job is stuck past its lease, and —
+with --handlers — that every queued task has a handler. Exit code 1 when a check fails.${COMMON_OPTIONS}`,
+  prune: `Usage: forge-jobs prune --older-than <duration>
+
+Deletes done, failed and cancelled jobs that finished more than <duration> ago
+(e.g. 7d, 12h, 30m, 90s, or a number of seconds).${COMMON_OPTIONS}`,
+};
+
+/** "7d", "12h", "30m", "90s", "3600" → seconds. */
+export function parseDuration(text: string, option: string): number {
+  const match = /^(\d+(?:\.\d+)?)(s|m|h|d|w)?$/.exec(text.trim());
+  if (!match) throw new UsageError(`${option} must be a duration like 7d, 12h, 30m, 90s or a number of seconds, got ${JSON.stringify(text)}`);
+  const unit = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 }[(match[2] ?? "s") as "s"];
+  return Number(match[1]) * unit;
+}
+
+export function parseNumber(text: string | undefined, option: string, integer = false): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (text.trim() === "" || !Number.isFinite(value) || value < 0 || (integer && !Number.isInteger(value))) {
+    throw new UsageError(`${option} must be a ${integer ? "whole " : ""}number ≥ 0, got ${JSON.stringify(text)}`);
+  }
+  return value;
+}

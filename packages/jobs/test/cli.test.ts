@@ -1,0 +1,171 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { enqueue, getJob, processOne } from "../src/index.js";
+import { claimJobs } from "../src/claim.js";
+import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
+
+const BIN = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built binary, as an operator would. */
+function cli(args: string[], options: { env?: Record<string, string>; onStart?: (child: ReturnType<typeof spawn>) => void } = {}): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: "", ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    options.onStart?.(child);
+  });
+}
+
+describe("forge-jobs CLI: usage", () => {
+  it("is built (run pnpm build first)", () => {
+    expect(existsSync(BIN)).toBe(true);
+  });
+
+  it.each(["init", "migrate", "status", "reclaim", "worker", "doctor", "prune"])("%s --help prints its usage and exits 0", async (command) => {
+    const result = await cli([command, "--help"]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(`Usage: forge-jobs ${command}`);
+    expect(result.stdout).toContain("--database-url");
+  });
+
+  it("an unknown command, an unknown option and a bad URL are one clear line with exit code 2", async () => {
+    const unknown = await cli(["frobnicate"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr.trim().split("\n")).toHaveLength(1);
+    const option = await cli(["status", "--queeue", "x"]);
+    expect(option.code).toBe(2);
+    expect(option.stderr).toMatch(/forge-jobs status: error: Unknown option '--queeue'/);
+    const url = await cli(["status", "--database-url", "redis://localhost"]);
+    expect(url.code).toBe(2);
+    expect(url.stderr.trim()).toMatch(/^forge-jobs status: error: unsupported database URL "redis:\/\/localhost": use postgres:\/\//);
+    const prune = await cli(["prune", "--older-than", "soon"]);
+    expect(prune.code).toBe(2);
+    expect(prune.stderr).toContain("--older-than must be a duration like 7d");
+  });
+
+  it("init writes the migration SQL for review into a folder", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "forge-init-"));
+    try {
+      const result = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
+      expect(result.code).toBe(0);
+      const files = await readdir(dir);
+      expect(files).toEqual(["001_forge_jobs_create_jobs.postgres.sql"]);
+      expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
+      const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
+      expect(again.stdout).toContain("already there");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.each(backends())("forge-jobs CLI against $name", (backend) => {
+  let t: TestDatabase;
+  let common: string[];
+  let dir: string;
+  beforeAll(async () => {
+    t = await backend.create();
+    common = ["--database-url", t.url, ...(t.schema ? ["--schema", t.schema] : [])];
+    dir = await mkdtemp(join(tmpdir(), "forge-cli-"));
+  });
+  afterAll(async () => {
+    await t.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("migrate on a blank database applies, then has nothing to do", async () => {
+    const target = await backend.blank();
+    try {
+      const args = ["--database-url", target.url, ...(target.schema ? ["--schema", target.schema] : [])];
+      const before = await cli(["doctor", ...args]);
+      expect(before.code).toBe(1);
+      expect(before.stdout).toContain("PROBLEM the jobs schema is not applied");
+      const status = await cli(["status", ...args]);
+      expect(status.code).toBe(1);
+      expect(status.stderr).toContain("run forge-jobs migrate");
+      expect((await cli(["migrate", ...args])).stdout).toMatch(/applied migrations 1/);
+      expect((await cli(["migrate", ...args])).stdout).toMatch(/nothing to do/);
+    } finally {
+      await target.drop();
+    }
+  });
+
+  it("status prints QUEUE PENDING RUNNING FAILED DONE READY, and --json for scripts", async () => {
+    await enqueue("a", null, { db: t.db, queue: "mails" });
+    await enqueue("a", null, { db: t.db, queue: "mails", availableIn: 600 });
+    await enqueue("a", null, { db: t.db, queue: "exports" });
+    await processOne({ a: () => undefined }, { db: t.db, queue: "exports" });
+    const table = await cli(["status", ...common]);
+    expect(table.code).toBe(0);
+    const lines = table.stdout.trim().split("\n").map((l) => l.trim().split(/\s+/));
+    expect(lines[0]).toEqual(["QUEUE", "PENDING", "RUNNING", "FAILED", "DONE", "READY"]);
+    expect(lines).toContainEqual(["mails", "2", "0", "0", "0", "1"]);
+    expect(lines).toContainEqual(["exports", "0", "0", "0", "1", "0"]);
+    const one = await cli(["status", "--queue", "mails", "--json", ...common]);
+    expect(JSON.parse(one.stdout)).toEqual([expect.objectContaining({ queue: "mails", ready: 1, total: 2 })]);
+  });
+
+  it("reclaim --lease 0 takes back running jobs", async () => {
+    const id = await enqueue("stuck", null, { db: t.db, queue: "reclaim-cli", maxAttempts: 2 });
+    await claimJobs(t.db, { queues: ["reclaim-cli"], limit: 1, lease: 600, workerId: "gone" });
+    const result = await cli(["reclaim", "--lease", "0", "--queue", "reclaim-cli", ...common]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("reclaimed 1 job(s): 1 back to pending");
+    expect((await getJob(id, { db: t.db }))!.status).toBe("pending");
+  });
+
+  it("doctor names queued tasks that the handlers module does not handle", async () => {
+    const handlers = join(dir, "handlers.mjs");
+    await writeFile(handlers, "export default { a: () => 1, stuck: () => 2 };\n");
+    await enqueue("unknown_task", null, { db: t.db, queue: "doctor" });
+    const result = await cli(["doctor", "--handlers", handlers, ...common]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/PROBLEM queued tasks without a handler in .*: unknown_task \(1\)/);
+  });
+
+  it("worker runs a handlers module and stops gracefully on SIGTERM", async () => {
+    const handlers = join(dir, "worker-handlers.mjs");
+    await writeFile(handlers, "export default { greet: (p) => ({ hello: p.name }) };\n");
+    const ids = await Promise.all(["ada", "linus"].map((name) => enqueue("greet", { name }, { db: t.db, queue: "cli-worker" })));
+    const result = await cli(["worker", handlers, "--queue", "cli-worker", "--concurrency", "2", "--poll", "0.1", ...common], {
+      onStart: (child) => {
+        void waitFor("jobs done by the CLI worker", async () => {
+          const jobs = await Promise.all(ids.map((id) => getJob(id, { db: t.db })));
+          return jobs.every((j) => j?.status === "done");
+        }, 20_000).then(() => child.kill("SIGTERM"));
+      },
+    });
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain("SIGTERM: stopping gracefully");
+    expect(result.stderr).toContain("worker stopped");
+    expect((await getJob(ids[0]!, { db: t.db }))!.result).toEqual({ hello: "ada" });
+  });
+
+  it("prune --older-than deletes finished jobs only", async () => {
+    const done = await enqueue("p", null, { db: t.db, queue: "prune" });
+    const pending = await enqueue("p", null, { db: t.db, queue: "prune", availableIn: 600 });
+    await processOne({ p: () => undefined }, { db: t.db, queue: "prune" });
+    await t.sql("UPDATE {jobs} SET finished_at = created_at WHERE id = $1", [done]);
+    await new Promise((r) => setTimeout(r, 20));
+    const result = await cli(["prune", "--older-than", "0s", ...common]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/deleted [1-9]\d* finished job/);
+    expect(await getJob(done, { db: t.db })).toBeNull();
+    expect(await getJob(pending, { db: t.db })).not.toBeNull();
+  });
+});
