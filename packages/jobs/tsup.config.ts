@@ -1,9 +1,9 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: { index: "src/index.ts", cli: "src/cli.ts" },
+  entry: { index: "src/index.ts", cli: "src/cli.ts", dashboard: "src/dashboard/index.ts" },
   format: ["esm", "cjs"],
-  dts: { entry: { index: "src/index.ts" } },
+  dts: { entry: { index: "src/index.ts", dashboard: "src/dashboard/index.ts" } },
   sourcemap: true,
   clean: true,
   target: "node20",

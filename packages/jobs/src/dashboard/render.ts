@@ -1,0 +1,135 @@
+import type { QueueStatus } from "../types.js";
+import { html, shortJson, type Html } from "./escape.js";
+import type { JobSummary } from "./queries.js";
+
+export type Notice = "retried" | "not-retried" | "cancelled" | "not-cancelled";
+export const NOTICES: readonly Notice[] = ["retried", "not-retried", "cancelled", "not-cancelled"];
+
+export interface PageModel {
+  title: string;
+  basePath: string;
+  /** The page's own query string ("" or "?…"), kept on form actions and redirects (e.g. an access token). */
+  query: string;
+  refreshSeconds: number;
+  csrfToken: string;
+  now: Date;
+  queues: QueueStatus[];
+  running: JobSummary[];
+  pending: JobSummary[];
+  failed: JobSummary[];
+  listLimit: number;
+  notice?: { kind: Notice; job: number };
+}
+
+/** Progress that a bar can show: numeric done/total, read/estimatedTotal or line/totalLines. */
+export function progressBar(progress: unknown): { value: number; max: number } | null {
+  if (typeof progress !== "object" || progress === null) return null;
+  const p = progress as Record<string, unknown>;
+  for (const [value, max] of [["done", "total"], ["read", "estimatedTotal"], ["line", "totalLines"]] as const) {
+    const v = p[value];
+    const m = p[max];
+    if (typeof v === "number" && typeof m === "number" && Number.isFinite(v) && Number.isFinite(m) && m > 0) {
+      return { value: Math.min(Math.max(v, 0), m), max: m };
+    }
+  }
+  return null;
+}
+
+/** 42 → "42s", 3725 → "1h 2m": coarse on purpose, the page refreshes. */
+export function formatAge(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds)) return "—";
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+function since(date: Date | null, now: Date): string {
+  return date === null ? "—" : `${formatAge((now.getTime() - date.getTime()) / 1000)} ago`;
+}
+
+const NOTICE_TEXT: Record<Notice, (id: number) => string> = {
+  retried: (id) => `Job #${id} is back in its queue.`,
+  "not-retried": (id) => `Job #${id} was not retried: it is no longer failed or cancelled.`,
+  cancelled: (id) => `Job #${id} was cancelled.`,
+  "not-cancelled": (id) => `Job #${id} was not cancelled: it is no longer pending or running.`,
+};
+
+const STYLE = `
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#1d2330;color:#fff;padding:12px 20px}header h1{font-size:18px;margin:0}header p{margin:2px 0 0;color:#aab2c0;font-size:12px}
+main{padding:16px 20px;max-width:1400px}section{margin-bottom:24px}h2{font-size:15px;margin:0 0 8px}
+table{border-collapse:collapse;width:100%;background:#fff;box-shadow:0 1px 2px #0002}
+th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e6e8ec;vertical-align:top}th{font-size:12px;color:#5b6475;background:#fafbfc}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.zero{color:#b7bdc8}.bad{color:#b3261e;font-weight:600}
+code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:pre-wrap;word-break:break-all;margin:0}
+pre.err{color:#b3261e;max-height:10em;overflow:auto}
+progress{width:140px;vertical-align:middle}.pct{margin-left:6px;font-variant-numeric:tabular-nums}
+form{margin:0}button{font:inherit;padding:2px 10px;border:1px solid #8a93a3;border-radius:4px;background:#fff;cursor:pointer}
+button:hover{background:#eef0f3}.notice{background:#e7f3ea;border:1px solid #9ccaa6;padding:8px 12px;margin-bottom:16px}
+.empty{color:#7a8394;font-style:italic;padding:8px 0}
+`;
+
+function count(n: number, kind: string, alarm = false): Html {
+  return html`<td class="n${n === 0 ? " zero" : alarm ? " bad" : ""}" data-count="${kind}">${n}</td>`;
+}
+
+function queuesTable(queues: QueueStatus[]): Html {
+  if (queues.length === 0) return html`<p class="empty">No jobs yet.</p>`;
+  return html`<table id="queues"><thead><tr><th>Queue</th><th class="n">PENDING</th><th class="n">RUNNING</th><th class="n">FAILED</th><th class="n">DONE</th><th class="n">READY</th><th class="n">Oldest ready</th></tr></thead><tbody>${queues.map(
+    (q) =>
+      html`<tr data-queue="${q.queue}"><td>${q.queue}</td>${count(q.counts.pending, "pending")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}<td class="n" data-age>${formatAge(q.oldestReadyAge)}</td></tr>`,
+  )}</tbody></table>`;
+}
+
+function action(model: PageModel, job: JobSummary, verb: "retry" | "cancel"): Html {
+  return html`<form method="post" action="${model.basePath}/jobs/${job.id}/${verb}${model.query}"><input type="hidden" name="csrf" value="${model.csrfToken}"><button type="submit" data-action="${verb}" data-job="${job.id}">${verb === "retry" ? "Retry" : "Cancel"}</button></form>`;
+}
+
+function progressCell(progress: unknown): Html {
+  const bar = progressBar(progress);
+  if (bar) {
+    const pct = Math.round((bar.value / bar.max) * 100);
+    return html`<progress value="${bar.value}" max="${bar.max}" title="${shortJson(progress)}"></progress><span class="pct">${pct}%</span>`;
+  }
+  return progress === null ? html`<span class="zero">—</span>` : html`<code>${shortJson(progress)}</code>`;
+}
+
+function jobCells(job: JobSummary): Html {
+  return html`<td class="n">${job.id}</td><td>${job.queue}</td><td>${job.task}</td><td class="n">${job.attempts}/${job.maxAttempts}</td>`;
+}
+
+function list(id: string, title: string, jobs: JobSummary[], limit: number, head: Html, row: (job: JobSummary) => Html): Html {
+  const note = jobs.length >= limit ? ` (latest ${limit})` : ` (${jobs.length})`;
+  return html`<section id="${id}"><h2>${title}${note}</h2>${
+    jobs.length === 0
+      ? html`<p class="empty">None.</p>`
+      : html`<table><thead><tr><th class="n">#</th><th>Queue</th><th>Task</th><th class="n">Attempts</th>${head}</tr></thead><tbody>${jobs.map(
+          (job) => html`<tr id="job-${job.id}" data-job="${job.id}" data-status="${job.status}">${jobCells(job)}${row(job)}</tr>`,
+        )}</tbody></table>`
+  }</section>`;
+}
+
+export function renderPage(model: PageModel): string {
+  const { now } = model;
+  const refresh = model.refreshSeconds > 0 ? html`<meta http-equiv="refresh" content="${model.refreshSeconds}">` : "";
+  const notice = model.notice ? html`<p class="notice" role="status">${NOTICE_TEXT[model.notice.kind](model.notice.job)}</p>` : "";
+  const page = html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">${refresh}
+<title>${model.title}</title><style>${STYLE}</style></head>
+<body><header><h1>${model.title}</h1><p>${model.refreshSeconds > 0 ? `Refreshes every ${model.refreshSeconds} s · ` : ""}generated ${now.toISOString()}</p></header>
+<main>${notice}
+<section><h2>Queues</h2>${queuesTable(model.queues)}</section>
+${list("running", "Running", model.running, model.listLimit, html`<th>Progress</th><th>Heartbeat</th><th>Worker</th><th></th>`, (job) =>
+  html`<td>${progressCell(job.progress)}</td><td>${since(job.heartbeatAt, now)}</td><td><code>${job.lockedBy ?? ""}</code></td><td>${action(model, job, "cancel")}</td>`,
+)}
+${list("pending", "Pending", model.pending, model.listLimit, html`<th>Runs</th><th>Payload</th><th></th>`, (job) =>
+  html`<td>${job.runAt && job.runAt > now ? `in ${formatAge((job.runAt.getTime() - now.getTime()) / 1000)}` : "ready"}</td><td><code>${shortJson(job.payload)}</code></td><td>${action(model, job, "cancel")}</td>`,
+)}
+${list("failures", "Recent failures", model.failed, model.listLimit, html`<th>Failed</th><th>Last error</th><th>Payload</th><th></th>`, (job) =>
+  html`<td>${since(job.finishedAt, now)}</td><td><pre class="err">${job.lastError ?? ""}</pre></td><td><code>${shortJson(job.payload)}</code></td><td>${action(model, job, "retry")}</td>`,
+)}
+</main></body></html>`;
+  return page.text;
+}
