@@ -1,5 +1,7 @@
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
+import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
+import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
 import { forDialect, type PerDialect } from "./sql.js";
 import { checkSeconds } from "./validate.js";
 
@@ -33,6 +35,8 @@ export async function retryJob(id: number, options: { db?: DbLike; tenant?: stri
 
 const OLDER_THAN: PerDialect<(seconds: string) => string> = {
   postgres: (s) => `now() - make_interval(secs => ${s})`,
+  sqlite: (s) => sqliteNowPlus(s, "-"),
+  mysql: (s) => mysqlNowPlus(s, "-"),
 };
 
 /** Deletes finished jobs (done, failed, cancelled) that ended more than `olderThan` seconds ago. */
@@ -48,7 +52,7 @@ export async function prune(options: { olderThan: number; db?: DbLike; statuses?
   return rowCount;
 }
 
-const NOW: PerDialect<string> = { postgres: "now()" };
+const NOW: PerDialect<string> = { postgres: "now()", sqlite: SQLITE_NOW, mysql: MYSQL_NOW };
 
 function now(db: JobsDatabase): string {
   return forDialect(NOW, db.dialect, "now");

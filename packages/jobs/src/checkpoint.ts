@@ -1,6 +1,8 @@
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { toJsonText } from "./payload.js";
+import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
+import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
 import { forDialect, type PerDialect } from "./sql.js";
 
 const SAVE_PROGRESS: PerDialect<(db: JobsDatabase) => string> = {
@@ -8,7 +10,16 @@ const SAVE_PROGRESS: PerDialect<(db: JobsDatabase) => string> = {
     UPDATE ${db.table}
     SET progress = $3::jsonb, heartbeat_at = now(), locked_until = now() + make_interval(secs => $4), updated_at = now()
     WHERE id = $1 AND claim_token = $2::uuid AND status = 'running'`,
+  sqlite: (db) => saveProgressSql(db, SQLITE_NOW, sqliteNowPlus("$4")),
+  mysql: (db) => saveProgressSql(db, MYSQL_NOW, mysqlNowPlus("$4")),
 };
+
+function saveProgressSql(db: JobsDatabase, now: string, leaseEnd: string): string {
+  return `
+    UPDATE ${db.table}
+    SET progress = $3, heartbeat_at = ${now}, locked_until = ${leaseEnd}, updated_at = ${now}
+    WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
+}
 
 /** The work ran, yet the job had been taken over: everything was rolled back. */
 class Fenced extends Error {}

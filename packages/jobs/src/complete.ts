@@ -1,5 +1,7 @@
 import type { JobsDatabase } from "./db/database.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import { MYSQL_NOW } from "./db/mysql.js";
+import { SQLITE_NOW } from "./db/sqlite.js";
+import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
 /** One finished run, reported with the token it was claimed under. */
 export interface Completion {
@@ -9,7 +11,7 @@ export interface Completion {
   result: string | null;
 }
 
-const COMPLETE: PerDialect<(db: JobsDatabase) => string> = {
+const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | string }>> = {
   // Fenced: a row whose token changed (taken over) or that is no longer running is left alone.
   postgres: (db) => `
     UPDATE ${db.table} AS j
@@ -17,12 +19,39 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string> = {
     FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
     WHERE j.id = v.id AND j.claim_token = v.token AND j.status = 'running'
     RETURNING j.id`,
+  // The three arrays arrive as JSON; json_each numbers their elements alike (key).
+  sqlite: (db) => `
+    UPDATE ${db.table} AS j
+    SET status = 'done', result = v.result, finished_at = ${SQLITE_NOW}, updated_at = ${SQLITE_NOW}, locked_until = NULL
+    FROM (SELECT i.value AS id, t.value AS token, r.value AS result
+          FROM json_each($1) AS i JOIN json_each($2) AS t ON t.key = i.key JOIN json_each($3) AS r ON r.key = i.key) AS v
+    WHERE j.id = v.id AND j.claim_token = v.token AND j.status = 'running'
+    RETURNING id`,
+  // No UPDATE … RETURNING: lock the rows still ours, then update exactly those.
+  mysql: (db) => (executor, [ids, tokens, results]) =>
+    executor.transaction(async (tx) => {
+      const tokenOf = new Map((ids as number[]).map((id, i) => [id, (tokens as string[])[i]]));
+      const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
+        `SELECT id, claim_token FROM ${db.table} WHERE id IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
+        [ids],
+      );
+      const kept = rows.filter((r) => tokenOf.get(Number(r.id)) === r.claim_token).map((r) => ({ id: Number(r.id) }));
+      if (kept.length > 0) {
+        await tx.query(
+          `UPDATE ${db.table}
+           SET status = 'done', result = ELT(FIELD(id, $1), $2), finished_at = ${MYSQL_NOW}, updated_at = ${MYSQL_NOW}, locked_until = NULL
+           WHERE id IN ($3)`,
+          [ids, results, kept.map((k) => k.id)],
+        );
+      }
+      return { rows: kept, rowCount: kept.length };
+    }),
 };
 
 /** Marks jobs done in one statement; returns the ids that were still ours (the rest were fenced). */
 export async function completeJobs(db: JobsDatabase, completions: readonly Completion[]): Promise<Set<number>> {
   if (completions.length === 0) return new Set();
-  const { rows } = await db.executor.query<{ id: number | string }>(forDialect(COMPLETE, db.dialect, "complete")(db), [
+  const { rows } = await runSql<{ id: number | string }>(db.executor, forDialect(COMPLETE, db.dialect, "complete")(db), [
     completions.map((c) => c.id),
     completions.map((c) => c.token),
     completions.map((c) => c.result),

@@ -1,9 +1,11 @@
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
+import { mysqlNowPlus, refuseWarnings } from "./db/mysql.js";
+import { sqliteNowPlus } from "./db/sqlite.js";
 import { JobError } from "./errors.js";
 import { toJsonText } from "./payload.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import { forDialect, runSql, valuesList, type PerDialect, type Script } from "./sql.js";
 import type { PayloadOf } from "./types.js";
 import { checkInteger, checkKnownOptions, checkName, checkOptionalKey, checkSeconds } from "./validate.js";
 
@@ -45,7 +47,18 @@ const ENQUEUE_KEYS = [...JOB_OPTION_KEYS, "db"];
 const ITEM_KEYS = ["task", "payload", ...JOB_OPTION_KEYS];
 /** Bounded retry on the residual race (seed): the winner can end, releasing its key, between our conflict and our re-read. */
 const MAX_ENQUEUE_ATTEMPTS = 3;
-const CHUNK_SIZE = 5000;
+/**
+ * Jobs per INSERT. PostgreSQL takes one array per column; SQLite and MariaDB bind every value
+ * (9 a row; SQLite allows 32,766 parameters), and MariaDB's packet is bounded
+ * (max_allowed_packet, 16 MiB by default), so its chunks are cut by payload size too.
+ */
+const CHUNK: PerDialect<{ rows: number; bytes: number }> = {
+  postgres: { rows: 5000, bytes: Infinity },
+  sqlite: { rows: 2000, bytes: Infinity },
+  mysql: { rows: 1000, bytes: 4 * 1024 * 1024 },
+};
+/** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
+const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
 
 /** One validated row, ready to insert. */
 interface NewJob {
@@ -112,12 +125,31 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
     return prepare(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, `items[${i}]`);
   });
   if (jobs.length === 0) return [];
-  if (jobs.length <= CHUNK_SIZE) return insertJobs(db, db.executor, jobs);
+  const chunks = chunked(jobs, forDialect(CHUNK, db.dialect, "chunk size"));
+  if (chunks.length === 1) return insertJobs(db, db.executor, jobs);
   return db.executor.transaction(async (tx) => {
     const ids: number[] = [];
-    for (let i = 0; i < jobs.length; i += CHUNK_SIZE) ids.push(...(await insertJobs(db, tx, jobs.slice(i, i + CHUNK_SIZE))));
+    for (const chunk of chunks) ids.push(...(await insertJobs(db, tx, chunk)));
     return ids;
   });
+}
+
+function chunked(jobs: NewJob[], limit: { rows: number; bytes: number }): NewJob[][] {
+  const chunks: NewJob[][] = [];
+  let current: NewJob[] = [];
+  let bytes = 0;
+  for (const job of jobs) {
+    const size = limit.bytes === Infinity ? 0 : Buffer.byteLength(job.payload ?? "") + 1024;
+    if (current.length > 0 && (current.length >= limit.rows || bytes + size > limit.bytes)) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(job);
+    bytes += size;
+  }
+  chunks.push(current);
+  return chunks;
 }
 
 interface InsertedRow {
@@ -126,7 +158,9 @@ interface InsertedRow {
   dedup_key: string | null;
 }
 
-const INSERT: PerDialect<(db: JobsDatabase) => string> = {
+const INSERT_COLUMNS = "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key";
+
+const INSERT: PerDialect<(db: JobsDatabase, rows: number) => string | Script<InsertedRow>> = {
   // One statement for one row or thousands: arrays in, ids out, a NOTIFY per queue that has
   // a job ready now. ON CONFLICT without a target covers both key indexes.
   postgres: (db) => `
@@ -142,6 +176,28 @@ const INSERT: PerDialect<(db: JobsDatabase) => string> = {
       SELECT count(pg_notify($10, queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE ready) r
     )
     SELECT id, idempotency_key, dedup_key, (SELECT n FROM woke) AS woke FROM ins ORDER BY id`,
+  // Multi-row VALUES: rows are inserted, and numbered, in input order. ON CONFLICT DO NOTHING
+  // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
+  sqlite: (db, rows) => `
+    INSERT INTO ${db.table} (${INSERT_COLUMNS})
+    VALUES ${valuesList(rows, 9, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${sqliteNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)})`)}
+    ON CONFLICT DO NOTHING
+    RETURNING id, idempotency_key, dedup_key`,
+  // INSERT IGNORE … RETURNING returns the inserted rows only, like ON CONFLICT DO NOTHING
+  // (ON DUPLICATE KEY UPDATE would return the existing rows too, hiding whose they are). IGNORE
+  // would also turn bad data into warnings, so any warning besides the duplicates fails the
+  // insert, inside a transaction that then rolls back.
+  mysql: (db, rows) => (executor, params) =>
+    executor.transaction(async (tx) => {
+      const inserted = await tx.query<InsertedRow>(
+        `INSERT IGNORE INTO ${db.table} (${INSERT_COLUMNS})
+         VALUES ${valuesList(rows, 9, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${mysqlNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)})`)}
+         RETURNING id, idempotency_key, dedup_key`,
+        params,
+      );
+      await refuseWarnings(tx, rows - inserted.rows.length);
+      return inserted;
+    }),
 };
 
 function insertParams(db: JobsDatabase, jobs: NewJob[]): unknown[] {
@@ -159,7 +215,13 @@ function insertParams(db: JobsDatabase, jobs: NewJob[]): unknown[] {
       db.channel,
     ];
   }
-  throw new Error(`insert is not implemented for ${db.dialect}`);
+  // SQLite, MariaDB: one row after the other, as valuesList numbers them.
+  return jobs.flatMap((j) => {
+    if (j.delay > MAX_DELAY_SECONDS) {
+      throw new JobError(`availableIn must be at most ${MAX_DELAY_SECONDS} seconds (1000 years), got ${j.delay}`, "availableIn");
+    }
+    return [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey];
+  });
 }
 
 /**
@@ -171,7 +233,7 @@ async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[]):
   let pending = jobs.map((_, i) => i);
   for (let round = 0; round < MAX_ENQUEUE_ATTEMPTS && pending.length > 0; round++) {
     const batch = pending.map((i) => jobs[i] as NewJob);
-    const { rows } = await executor.query<InsertedRow>(forDialect(INSERT, db.dialect, "insert")(db), insertParams(db, batch));
+    const { rows } = await runSql<InsertedRow>(executor, forDialect(INSERT, db.dialect, "insert")(db, batch.length), insertParams(db, batch));
     assignInserted(batch, pending, rows, ids);
     const conflicted = pending.filter((i) => ids[i] === undefined);
     for (const i of conflicted) {

@@ -1,17 +1,39 @@
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { checkSeconds } from "./validate.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
+import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
+import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
 /** Default lease, in seconds: an orphaned job is back in work about this long after its worker died. */
 export const DEFAULT_LEASE_SECONDS = 30;
 
-const EXTEND: PerDialect<(db: JobsDatabase) => string> = {
+const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: string }>> = {
   postgres: (db) => `
     UPDATE ${db.table}
     SET locked_until = now() + make_interval(secs => $2), heartbeat_at = now()
     WHERE claim_token = ANY($1::uuid[]) AND status = 'running'
     RETURNING claim_token::text AS claim_token`,
+  sqlite: (db) => `
+    UPDATE ${db.table}
+    SET locked_until = ${sqliteNowPlus("$2")}, heartbeat_at = ${SQLITE_NOW}
+    WHERE claim_token IN (SELECT value FROM json_each($1)) AND status = 'running'
+    RETURNING claim_token`,
+  // No UPDATE … RETURNING: lock the rows that are still running under these tokens, extend those.
+  mysql: (db) => (executor, [tokens, lease]) =>
+    executor.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
+        `SELECT id, claim_token FROM ${db.table} WHERE claim_token IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
+        [tokens],
+      );
+      if (rows.length > 0) {
+        await tx.query(`UPDATE ${db.table} SET locked_until = ${mysqlNowPlus("$2")}, heartbeat_at = ${MYSQL_NOW} WHERE id IN ($1)`, [
+          rows.map((r) => r.id),
+          lease,
+        ]);
+      }
+      return { rows: rows.map((r) => ({ claim_token: r.claim_token })), rowCount: rows.length };
+    }),
 };
 
 /**
@@ -20,7 +42,7 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string> = {
  */
 export async function extendLeases(db: JobsDatabase, tokens: readonly string[], lease: number): Promise<Set<string>> {
   if (tokens.length === 0) return new Set();
-  const { rows } = await db.executor.query<{ claim_token: string }>(forDialect(EXTEND, db.dialect, "extend leases")(db), [tokens, lease]);
+  const { rows } = await runSql<{ claim_token: string }>(db.executor, forDialect(EXTEND, db.dialect, "extend leases")(db), [tokens, lease]);
   return new Set(rows.map((r) => String(r.claim_token)));
 }
 

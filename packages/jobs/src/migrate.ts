@@ -2,12 +2,20 @@ import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import type { DialectName, Executor } from "./db/executor.js";
 import { quoteIdent } from "./db/identifiers.js";
+import { onOneConnection } from "./db/mysql.js";
+import { mysqlMigrations } from "./migrations/mysql.js";
 import { postgresMigrations } from "./migrations/postgres.js";
+import { sqliteMigrations } from "./migrations/sqlite.js";
 import type { Migration, SchemaNames } from "./migrations/types.js";
 
-const MIGRATIONS: Partial<Record<DialectName, Migration[]>> = {
+const MIGRATIONS: Record<DialectName, Migration[]> = {
   postgres: postgresMigrations,
+  sqlite: sqliteMigrations,
+  mysql: mysqlMigrations,
 };
+
+/** Seconds a MariaDB migrate() waits for another process's migration before giving up. */
+const MYSQL_LOCK_TIMEOUT_SECONDS = 120;
 
 export interface MigrateResult {
   /** Versions applied by this call, in order (empty when the schema was current). */
@@ -17,9 +25,7 @@ export interface MigrateResult {
 }
 
 function migrationsFor(dialect: DialectName): Migration[] {
-  const list = MIGRATIONS[dialect];
-  if (!list) throw new Error(`no migrations for ${dialect}`);
-  return list;
+  return MIGRATIONS[dialect];
 }
 
 export function latestVersion(dialect: DialectName): number {
@@ -55,8 +61,27 @@ const LOCKS: Record<DialectName, <T>(db: JobsDatabase, work: (tx: Executor) => P
       if (db.schema) await tx.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent("postgres", db.schema)}`);
       return work(tx);
     }),
-  sqlite: () => Promise.reject(new Error("sqlite migrations: not implemented yet")),
-  mysql: () => Promise.reject(new Error("mysql migrations: not implemented yet")),
+  // SQLite DDL is transactional too; BEGIN IMMEDIATE takes the file's write lock up front, so
+  // concurrent migrators queue behind it (busy_timeout, then the executor's retries).
+  sqlite: (db, work) => db.executor.transaction(work),
+  // MariaDB DDL commits on its own: no transaction can hold a migration together. A named lock
+  // on one dedicated connection serialises migrators instead (the lock belongs to that
+  // session); each version is recorded right after its statements, which are idempotent.
+  mysql: (db, work) =>
+    onOneConnection(db.executor, async (session) => {
+      const name = "CONCAT('forge_jobs_migrate:', MD5(COALESCE($1, DATABASE())))";
+      const { rows } = await session.query<{ got: number | null }>(`SELECT GET_LOCK(${name}, $2) AS got`, [db.schema, MYSQL_LOCK_TIMEOUT_SECONDS]);
+      if (Number(rows[0]?.got) !== 1) {
+        throw new Error(`migrate: another process held the migration lock for over ${MYSQL_LOCK_TIMEOUT_SECONDS} s; is a migration stuck?`);
+      }
+      try {
+        if (db.schema) await session.query(`CREATE DATABASE IF NOT EXISTS ${quoteIdent("mysql", db.schema)}`);
+        return await work(session);
+      } finally {
+        // A lost connection released the lock with it: never hide work's own error behind that.
+        await session.query(`SELECT RELEASE_LOCK(${name})`, [db.schema]).catch(() => undefined);
+      }
+    }),
 };
 
 const CREATE_MIGRATIONS_TABLE: Record<DialectName, (t: string) => string> = {

@@ -1,6 +1,8 @@
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
+import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
+import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 import { checkKnownOptions, checkName, checkSeconds } from "./validate.js";
 
 export interface ReclaimOptions {
@@ -26,7 +28,15 @@ export interface ReclaimedJob {
 /** The seed's rule: a lost worker gave no verdict, and the message must say so, unlike a handler's exception. */
 export const WORKER_LOST_PREFIX = "worker lost without a verdict";
 
-const RECLAIM: PerDialect<(db: JobsDatabase) => string> = {
+interface ReclaimedRow {
+  id: number | string;
+  queue: string;
+  task: string;
+  attempts: number;
+  status: "pending" | "failed";
+}
+
+const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> = {
   // SKIP LOCKED: five reclaimers at once split the rows instead of reclaiming one twice; a
   // row locked by its worker's heartbeat is skipped and its fresh lease is honoured.
   postgres: (db) => `
@@ -48,10 +58,55 @@ const RECLAIM: PerDialect<(db: JobsDatabase) => string> = {
         claim_token = NULL, locked_until = NULL, updated_at = now()
     FROM lost WHERE j.id = lost.id
     RETURNING j.id, j.queue, j.task, j.attempts, j.status`,
+  // One statement under SQLite's single writer: nobody can heartbeat in between.
+  sqlite: (db) => `
+    UPDATE ${db.table}
+    SET status = CASE WHEN attempts < max_attempts THEN 'pending' ELSE 'failed' END,
+        last_error = $3 || ': attempt ' || attempts || ' of ' || max_attempts ||
+          ' held by ' || COALESCE(locked_by, 'an unknown worker') || ' stopped sending heartbeats (last at ' ||
+          strftime('%Y-%m-%dT%H:%M:%fZ', heartbeat_at / 1000.0, 'unixepoch') || '); the handler never reported success or failure',
+        finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE ${SQLITE_NOW} END,
+        run_at = CASE WHEN attempts < max_attempts THEN ${SQLITE_NOW} ELSE run_at END,
+        claim_token = NULL, locked_until = NULL, updated_at = ${SQLITE_NOW}
+    WHERE status = 'running'
+      AND CASE WHEN $1 IS NULL THEN locked_until < ${SQLITE_NOW} ELSE heartbeat_at <= ${sqliteNowPlus("$1", "-")} END
+      AND ($2 IS NULL OR queue = $2)
+    RETURNING id, queue, task, attempts, status`,
+  // Lock the lost rows (skipping any a heartbeat holds), update them, read them back. MariaDB
+  // assigns left to right: no SET below reads a column an earlier one changed.
+  mysql: (db) => (executor, [lease, queue, prefix]) =>
+    executor.transaction(async (tx) => {
+      const lost = await tx.query<{ id: number | string }>(
+        `SELECT id FROM ${db.table}
+         WHERE status = 'running'
+           AND CASE WHEN $1 IS NULL THEN locked_until < ${MYSQL_NOW} ELSE heartbeat_at <= ${mysqlNowPlus("$1", "-")} END
+           AND ($2 IS NULL OR queue = $2)
+         ORDER BY id
+         FOR UPDATE SKIP LOCKED`,
+        [lease, queue],
+      );
+      if (lost.rows.length === 0) return { rows: [], rowCount: 0 };
+      const ids = lost.rows.map((r) => r.id);
+      await tx.query(
+        `UPDATE ${db.table}
+         SET status = CASE WHEN attempts < max_attempts THEN 'pending' ELSE 'failed' END,
+             last_error = CONCAT($2, ': attempt ', attempts, ' of ', max_attempts,
+               ' held by ', COALESCE(locked_by, 'an unknown worker'), ' stopped sending heartbeats (last at ',
+               DATE_FORMAT(heartbeat_at, '%Y-%m-%dT%H:%i:%s.'), LPAD(FLOOR(MICROSECOND(heartbeat_at) / 1000), 3, '0'),
+               'Z); the handler never reported success or failure'),
+             finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE ${MYSQL_NOW} END,
+             run_at = CASE WHEN attempts < max_attempts THEN ${MYSQL_NOW} ELSE run_at END,
+             claim_token = NULL, locked_until = NULL, updated_at = ${MYSQL_NOW}
+         WHERE id IN ($1)`,
+        [ids, prefix],
+      );
+      return tx.query<ReclaimedRow>(`SELECT id, queue, task, attempts, status FROM ${db.table} WHERE id IN ($1)`, [ids]);
+    }),
 };
 
 export async function reclaimJobs(db: JobsDatabase, lease: number | null, queue: string | null): Promise<ReclaimedJob[]> {
-  const { rows } = await db.executor.query<{ id: number | string; queue: string; task: string; attempts: number; status: "pending" | "failed" }>(
+  const { rows } = await runSql<ReclaimedRow>(
+    db.executor,
     forDialect(RECLAIM, db.dialect, "reclaim")(db),
     [lease, queue, WORKER_LOST_PREFIX],
   );

@@ -1,10 +1,30 @@
-import type { DialectName } from "./db/executor.js";
+import type { DialectName, Executor, QueryResult } from "./db/executor.js";
 
-/** SQL that differs per backend; everything else is written once. */
-export type PerDialect<T> = Partial<Record<DialectName, T>>;
+/** SQL that differs per backend; everything else is written once. Every dialect must have an entry. */
+export type PerDialect<T> = Record<DialectName, T>;
+
+/**
+ * Where one statement is not enough (MariaDB has no UPDATE … RETURNING), a dialect's entry
+ * can be a short script instead: it gets the executor and the same parameters the statement
+ * would have had, and runs what it needs (usually in one transaction).
+ */
+export type Script<R extends object> = (executor: Executor, params: unknown[]) => Promise<QueryResult<R>>;
 
 export function forDialect<T>(map: PerDialect<T>, dialect: DialectName, what: string): T {
   const found = map[dialect];
   if (found === undefined) throw new Error(`${what} is not implemented for ${dialect}`);
   return found;
+}
+
+/** Runs a dialect's entry: a statement (with `$n` placeholders) or a script. */
+export function runSql<R extends object>(executor: Executor, sql: string | Script<R>, params: unknown[]): Promise<QueryResult<R>> {
+  return typeof sql === "string" ? executor.query<R>(sql, params) : sql(executor, params);
+}
+
+/**
+ * `(…), (…)` for a multi-row VALUES: `row(p)` writes one row, `p(k)` naming its k-th
+ * parameter (1-based), numbered on from the rows before it.
+ */
+export function valuesList(rows: number, width: number, row: (p: (column: number) => string) => string): string {
+  return Array.from({ length: rows }, (_, r) => row((column) => `$${r * width + column}`)).join(", ");
 }

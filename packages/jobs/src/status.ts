@@ -1,6 +1,8 @@
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { JOB_COLUMNS, toJob, type JobRow } from "./job-row.js";
+import { MYSQL_NOW } from "./db/mysql.js";
+import { SQLITE_NOW } from "./db/sqlite.js";
 import { forDialect, type PerDialect } from "./sql.js";
 import type { Job, QueueStatus, StatusCountsByState } from "./types.js";
 import { checkKnownOptions, checkName, checkOptionalKey } from "./validate.js";
@@ -50,6 +52,19 @@ const COUNTS: PerDialect<(db: JobsDatabase, where: string) => string> = {
     SELECT queue, status, count(*) AS n,
            count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS ready,
            EXTRACT(EPOCH FROM now() - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= now())) AS oldest_ready_age
+    FROM ${db.table} ${where}
+    GROUP BY queue, status`,
+  // SQLite has FILTER (3.30+); ages are milliseconds there.
+  sqlite: (db, where) => `
+    SELECT queue, status, count(*) AS n,
+           count(*) FILTER (WHERE status = 'pending' AND run_at <= ${SQLITE_NOW}) AS ready,
+           (${SQLITE_NOW} - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= ${SQLITE_NOW})) / 1000.0 AS oldest_ready_age
+    FROM ${db.table} ${where}
+    GROUP BY queue, status`,
+  mysql: (db, where) => `
+    SELECT queue, status, count(*) AS n,
+           SUM(status = 'pending' AND run_at <= ${MYSQL_NOW}) AS ready,
+           TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN status = 'pending' AND run_at <= ${MYSQL_NOW} THEN run_at END), ${MYSQL_NOW}) / 1000000 AS oldest_ready_age
     FROM ${db.table} ${where}
     GROUP BY queue, status`,
 };

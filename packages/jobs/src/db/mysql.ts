@@ -1,4 +1,47 @@
-import type { Executor } from "./executor.js";
+import { loadDriver } from "./driver.js";
+import type { Executor, QueryResult, TransactionOptions } from "./executor.js";
+import { toQuestionMarks } from "./placeholders.js";
+
+/** The parts of mysql2's promise API the queue uses (typed here so no d.ts needs mysql2's types). */
+interface MysqlQueryable {
+  query(options: { sql: string; values?: unknown[]; typeCast?: TypeCast }): Promise<[unknown, unknown]>;
+}
+interface MysqlConnection extends MysqlQueryable {
+  release?(): void;
+  destroy?(): void;
+}
+interface MysqlPool extends MysqlQueryable {
+  getConnection(): Promise<MysqlConnection>;
+  end(): Promise<void>;
+}
+interface CoreConnection {
+  query(sql: string, callback: (error: Error | null) => void): unknown;
+}
+interface MysqlDriver {
+  createPool(options: Record<string, unknown>): MysqlPool & { pool?: { on(event: "connection", listener: (c: CoreConnection) => void): unknown } };
+}
+type TypeCast = (field: { type: string; string(): string | null }, next: () => unknown) => unknown;
+
+/** The database clock: UTC whatever the session's time_zone, so a pool we did not configure reads and writes the same instants. */
+export const MYSQL_NOW = "UTC_TIMESTAMP(6)";
+
+/** `MYSQL_NOW ± seconds`, the seconds being an SQL expression (a `$n`); microsecond precision. */
+export function mysqlNowPlus(seconds: string, sign: "+" | "-" = "+"): string {
+  return `(${MYSQL_NOW} ${sign} INTERVAL ROUND(${seconds} * 1000000) MICROSECOND)`;
+}
+
+/** ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: the server rolled back; running the transaction again is the documented remedy. */
+const RETRYABLE_ERRNOS = new Set([1213, 1205]);
+const MAX_ATTEMPTS = 5;
+
+/** DATETIME columns hold UTC (see MYSQL_NOW): read them as UTC regardless of the pool's `timezone` option. */
+const utcDates: TypeCast = (field, next) => {
+  if (field.type === "DATETIME" || field.type === "TIMESTAMP") {
+    const text = field.string();
+    return text === null ? null : new Date(`${text.replace(" ", "T")}Z`);
+  }
+  return next();
+};
 
 export function isMysqlPool(db: unknown): boolean {
   return typeof db === "object" && db !== null && typeof (db as { getConnection?: unknown }).getConnection === "function";
@@ -8,14 +51,160 @@ export function isMysqlConnection(db: unknown): boolean {
   return typeof db === "object" && db !== null && typeof (db as { beginTransaction?: unknown }).beginTransaction === "function" && typeof (db as { execute?: unknown }).execute === "function";
 }
 
-export function createMysqlExecutor(_url: string): Executor {
-  throw new Error("MariaDB backend: not implemented yet");
+function isRetryable(error: unknown): boolean {
+  return RETRYABLE_ERRNOS.has((error as { errno?: number } | null)?.errno ?? 0);
 }
 
-export function wrapMysqlPool(_db: unknown): Executor {
-  throw new Error("MariaDB backend: not implemented yet");
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const backoff = (attempt: number) => sleep(Math.min(500, 10 * 2 ** attempt) * (0.5 + Math.random()));
+
+/**
+ * `$n` → `?`, sent through mysql2's text protocol: an array parameter becomes a list
+ * (`IN ($1)` with `$1 = [1, 2]` reads `IN (1, 2)`); callers never pass an empty one.
+ */
+async function run<R extends object>(on: MysqlQueryable, sql: string, params: readonly unknown[] | undefined): Promise<QueryResult<R>> {
+  const q = toQuestionMarks(sql, params ?? []);
+  const [result] = await on.query({ sql: q.sql, values: q.params, typeCast: utcDates });
+  if (Array.isArray(result)) return { rows: result as R[], rowCount: result.length };
+  return { rows: [], rowCount: Number((result as { affectedRows?: number }).affectedRows ?? 0) };
 }
 
-export function wrapMysqlConnection(_db: unknown): Executor {
-  throw new Error("MariaDB backend: not implemented yet");
+/** A connection: the caller's, inside its own transaction, or one of ours inside START TRANSACTION. */
+export class MysqlConnectionExecutor implements Executor {
+  readonly dialect = "mysql" as const;
+  readonly pooled = false;
+  constructor(readonly raw: MysqlConnection) {}
+
+  query<R extends object>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    return run<R>(this.raw, sql, params);
+  }
+
+  // Inside a transaction already (ours, or the caller's — transactional enqueue): no nesting.
+  transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
+    return fn(this);
+  }
+
+  async close(): Promise<void> {}
+}
+
+export class MysqlPoolExecutor implements Executor {
+  readonly dialect = "mysql" as const;
+  readonly pooled = true;
+  constructor(
+    readonly raw: MysqlPool,
+    private readonly owned: boolean,
+  ) {}
+
+  async query<R extends object>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    // A single statement in autocommit: rolled back whole on a deadlock, so running it again is safe.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run<R>(this.raw, sql, params);
+      } catch (error) {
+        if (!isRetryable(error) || attempt >= MAX_ATTEMPTS) throw error;
+        await backoff(attempt);
+      }
+    }
+  }
+
+  async transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.once(fn, options);
+      } catch (error) {
+        if (!isRetryable(error) || attempt >= MAX_ATTEMPTS) throw error;
+        await backoff(attempt);
+      }
+    }
+  }
+
+  private async once<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    const connection = await this.raw.getConnection();
+    let broken = false;
+    try {
+      await connection.query({ sql: options?.readOnly ? "START TRANSACTION READ ONLY" : "START TRANSACTION" });
+      const result = await fn(new MysqlConnectionExecutor(connection));
+      await connection.query({ sql: "COMMIT" });
+      return result;
+    } catch (error) {
+      await connection.query({ sql: "ROLLBACK" }).catch(() => {
+        // A connection that cannot roll back must not go back to the pool half-open.
+        broken = true;
+      });
+      throw error;
+    } finally {
+      if (broken) connection.destroy?.();
+      else connection.release?.();
+    }
+  }
+
+  /** One pooled connection, outside any transaction, for work that must stay on it (migrate's GET_LOCK). */
+  async session<T>(fn: (session: Executor) => Promise<T>): Promise<T> {
+    const connection = await this.raw.getConnection();
+    try {
+      return await fn(new MysqlConnectionExecutor(connection));
+    } finally {
+      connection.release?.();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.owned) await this.raw.end();
+  }
+}
+
+/** Runs `fn` on one connection: a dedicated one from a pool, or the connection this executor already is. */
+export function onOneConnection<T>(executor: Executor, fn: (session: Executor) => Promise<T>): Promise<T> {
+  return executor instanceof MysqlPoolExecutor ? executor.session(fn) : fn(executor);
+}
+
+function loadMysql(): MysqlDriver {
+  return loadDriver<MysqlDriver>("mysql2/promise", "mysql2@3", "The MariaDB backend");
+}
+
+/**
+ * A mysql2/promise pool from a `mysql://` URL. Sessions run in UTC (mysql2 `timezone: 'Z'`
+ * and `SET time_zone`) and READ COMMITTED, as PostgreSQL does: the claim's SKIP LOCKED then
+ * takes no gap locks that would hold back concurrent enqueues.
+ */
+export function createMysqlExecutor(url: string, poolSize = 10): Executor {
+  const mysql = loadMysql();
+  const pool = mysql.createPool({ uri: url, timezone: "Z", connectionLimit: poolSize, supportBigNumbers: true });
+  pool.pool?.on("connection", (connection) => {
+    // Queued ahead of any statement of ours on this connection; a failure shows on the next one.
+    connection.query("SET time_zone = '+00:00'", () => undefined);
+    connection.query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", () => undefined);
+  });
+  return new MysqlPoolExecutor(pool, true);
+}
+
+/** The application's mysql2 pool (promise or callback API). */
+export function wrapMysqlPool(db: unknown): Executor {
+  return new MysqlPoolExecutor(promiseApi(db) as MysqlPool, false);
+}
+
+/** The application's mysql2 connection, inside its own transaction (transactional enqueue). */
+export function wrapMysqlConnection(db: unknown): Executor {
+  return new MysqlConnectionExecutor(promiseApi(db) as MysqlConnection);
+}
+
+/** mysql2's callback objects have `.promise()`; its promise objects do not. */
+function promiseApi(db: unknown): unknown {
+  const promise = (db as { promise?: unknown }).promise;
+  return typeof promise === "function" ? (promise as () => unknown).call(db) : db;
+}
+
+/** ER_DUP_ENTRY: the one warning INSERT IGNORE may leave behind (a row skipped for its key). */
+const DUPLICATE_ENTRY = 1062;
+
+/**
+ * After an INSERT IGNORE that skipped `duplicates` rows: fails when there were other warnings
+ * (a value out of range, a NULL for NOT NULL — which IGNORE would have stored "adjusted").
+ */
+export async function refuseWarnings(tx: Executor, duplicates: number): Promise<void> {
+  const { rows } = await tx.query<{ n: number | string }>("SELECT @@warning_count AS n");
+  if (Number(rows[0]?.n ?? 0) <= duplicates) return;
+  const warnings = (await tx.query<{ Code: number | string; Message: string }>("SHOW WARNINGS")).rows;
+  const other = warnings.find((w) => Number(w.Code) !== DUPLICATE_ENTRY);
+  throw new Error(`MariaDB refused the insert: ${other ? `${other.Message} (warning ${other.Code})` : "it left unexpected warnings"}`);
 }

@@ -1,13 +1,283 @@
-import type { Executor } from "./executor.js";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { loadDriver } from "./driver.js";
+import type { Executor, QueryResult, TransactionOptions } from "./executor.js";
+import { toQuestionMarks } from "./placeholders.js";
 
-export function isSqliteDatabase(db: unknown): boolean {
+/** The parts of a better-sqlite3 Database the queue uses (typed here so no d.ts needs @types/better-sqlite3). */
+interface SqliteStatement {
+  readonly reader: boolean;
+  all(...params: unknown[]): unknown[];
+  run(...params: unknown[]): { changes: number };
+}
+
+export interface SqliteDatabase {
+  prepare(sql: string): SqliteStatement;
+  exec(sql: string): unknown;
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  readonly inTransaction: boolean;
+  readonly open: boolean;
+  close(): unknown;
+}
+
+type SqliteConstructor = new (path: string, options?: { timeout?: number }) => SqliteDatabase;
+
+/** How long SQLite itself waits for another connection's write lock before answering SQLITE_BUSY. */
+export const SQLITE_BUSY_TIMEOUT_MS = 5000;
+/** After that, the executor keeps retrying (with backoff, without blocking the event loop) this long. */
+const BUSY_RETRY_FOR_MS = 60_000;
+const STATEMENT_CACHE_SIZE = 500;
+
+/** The database clock in epoch milliseconds. julianday('now') works on every SQLite ≥ 3.35 (unixepoch('subsec') needs 3.42). */
+export const SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+
+/** `SQLITE_NOW ± seconds`, the seconds being an SQL expression (a `$n`). */
+export function sqliteNowPlus(seconds: string, sign: "+" | "-" = "+"): string {
+  return `(${SQLITE_NOW} ${sign} CAST(ROUND(${seconds} * 1000.0) AS INTEGER))`;
+}
+
+/** A random version-4 UUID, evaluated per row (claim tokens). */
+export const SQLITE_UUID =
+  "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || " +
+  "substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))";
+
+export function isSqliteDatabase(db: unknown): db is SqliteDatabase {
   return typeof db === "object" && db !== null && typeof (db as { prepare?: unknown }).prepare === "function" && typeof (db as { pragma?: unknown }).pragma === "function";
 }
 
-export function createSqliteExecutor(_path: string): Executor {
-  throw new Error("SQLite backend: not implemented yet");
+/**
+ * One better-sqlite3 Database is one connection, shared by every executor wrapping it. While
+ * one of our transactions is open on it (BEGIN … COMMIT spans awaits), statements from other
+ * async flows wait their turn; statements from inside that transaction's own async context
+ * (the transaction's work, a checkpoint's `work(tx)`) run in it. The context is tracked with
+ * AsyncLocalStorage, so a handler enqueueing through `tx` inside a checkpoint does not deadlock.
+ */
+class Connection {
+  private readonly statements = new Map<string, SqliteStatement>();
+  private tail: Promise<void> = Promise.resolve();
+  /** True while one of our transactions holds the connection. */
+  held = false;
+
+  constructor(readonly db: SqliteDatabase) {}
+
+  prepare(sql: string): SqliteStatement {
+    let statement = this.statements.get(sql);
+    if (statement) {
+      // Least recently used goes first: re-insert on every hit.
+      this.statements.delete(sql);
+    } else {
+      statement = this.db.prepare(sql);
+      if (this.statements.size >= STATEMENT_CACHE_SIZE) this.statements.delete(this.statements.keys().next().value as string);
+    }
+    this.statements.set(sql, statement);
+    return statement;
+  }
+
+  /** Takes the connection once every earlier holder has let go (a promise-chain mutex). */
+  acquire(): Promise<() => void> {
+    const previous = this.tail;
+    let release!: () => void;
+    this.tail = new Promise<void>((resolve) => (release = resolve));
+    return previous.then(() => {
+      this.held = true;
+      return () => {
+        this.held = false;
+        release();
+      };
+    });
+  }
+
+  /** The statements of the transaction holding this connection may run now. */
+  get insideHolder(): boolean {
+    return this.held && holder.getStore() === this;
+  }
+
+  /** Resolves once nothing is queued or held (close). */
+  async idle(): Promise<void> {
+    (await this.acquire())();
+  }
 }
 
-export function wrapSqliteDatabase(_db: unknown): Executor {
-  throw new Error("SQLite backend: not implemented yet");
+const holder = new AsyncLocalStorage<Connection>();
+const connections = new WeakMap<object, Connection>();
+
+function connectionFor(db: SqliteDatabase): Connection {
+  let connection = connections.get(db);
+  if (!connection) {
+    connection = new Connection(db);
+    connections.set(db, connection);
+  }
+  return connection;
+}
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code === "SQLITE_BUSY" || code.startsWith("SQLITE_BUSY_"));
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs `attempt` now (synchronously: inside a caller's synchronous `db.transaction(...)` the
+ * statement must land before it commits). On SQLITE_BUSY — SQLite already waited
+ * `busy_timeout` — retries with backoff on timers, so the event loop is not blocked; BUSY
+ * never reaches the caller unless the lock stays taken for over a minute.
+ */
+function withBusyRetry<T>(attempt: () => T, retry: boolean): Promise<T> {
+  try {
+    return Promise.resolve(attempt());
+  } catch (error) {
+    if (!retry || !isBusy(error)) return Promise.reject(error as Error);
+    return retryBusy(attempt);
+  }
+}
+
+async function retryBusy<T>(attempt: () => T): Promise<T> {
+  const deadline = Date.now() + BUSY_RETRY_FOR_MS;
+  for (let failures = 0; ; failures++) {
+    await sleep(Math.min(200, 5 * 2 ** failures) * (0.5 + Math.random()));
+    try {
+      return attempt();
+    } catch (error) {
+      if (!isBusy(error) || Date.now() > deadline) throw error;
+    }
+  }
+}
+
+/** better-sqlite3 binds numbers, strings, bigints, buffers and null; arrays travel as JSON (read them with json_each). */
+function toSqliteValue(value: unknown): unknown {
+  if (value === undefined) return null;
+  if (typeof value === "boolean") return value ? 1 : 0;
+  if (value instanceof Date) return value.getTime();
+  if (Array.isArray(value)) return JSON.stringify(value);
+  return value;
+}
+
+export class SqliteExecutor implements Executor {
+  readonly dialect = "sqlite" as const;
+  /** One connection, but safe to share: our transactions are serialised on it. The worker may use it. */
+  readonly pooled = true;
+  private readonly connection: Connection;
+
+  constructor(
+    readonly raw: SqliteDatabase,
+    private readonly owned: boolean,
+  ) {
+    this.connection = connectionFor(raw);
+  }
+
+  query<R extends object>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+    const connection = this.connection;
+    if (!connection.held || connection.insideHolder) return this.execute<R>(sql, params);
+    // One of our transactions holds the connection: run after it, not inside it.
+    return connection.acquire().then(async (release) => {
+      try {
+        return await this.execute<R>(sql, params);
+      } finally {
+        release();
+      }
+    });
+  }
+
+  private execute<R extends object>(sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
+    const { sql: text, params: ordered } = toQuestionMarks(sql, params);
+    const values = ordered.map(toSqliteValue);
+    // A statement outside any transaction is its own transaction: safe to retry when busy.
+    return withBusyRetry(() => {
+      const statement = this.connection.prepare(text);
+      if (statement.reader) {
+        const rows = statement.all(...values) as R[];
+        return { rows, rowCount: rows.length };
+      }
+      return { rows: [] as R[], rowCount: statement.run(...values).changes };
+    }, !this.raw.inTransaction);
+  }
+
+  async transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    const connection = this.connection;
+    const db = this.raw;
+    if (connection.insideHolder) return fn(this); // nested: already in our transaction
+    if (!connection.held && db.inTransaction) {
+      // The caller's own transaction (transactional enqueue): run in it, read-only if asked.
+      return options?.readOnly ? this.readOnly(() => fn(this)) : fn(this);
+    }
+    const release = await connection.acquire();
+    try {
+      return await holder.run(connection, async () => {
+        const work = async () => {
+          // IMMEDIATE takes the write lock up front: a claim never meets SQLITE_BUSY half-way.
+          await withBusyRetry(() => db.exec(options?.readOnly ? "BEGIN DEFERRED" : "BEGIN IMMEDIATE"), true);
+          try {
+            const result = await fn(this);
+            await withBusyRetry(() => db.exec("COMMIT"), true);
+            return result;
+          } catch (error) {
+            if (db.inTransaction) db.exec("ROLLBACK");
+            throw error;
+          }
+        };
+        return options?.readOnly ? this.readOnly(work) : work();
+      });
+    } finally {
+      release();
+    }
+  }
+
+  /** `query_only` for the duration: any write inside fails ("attempt to write a readonly database"). */
+  private async readOnly<T>(work: () => Promise<T>): Promise<T> {
+    const before = Number(this.raw.pragma("query_only", { simple: true }));
+    this.raw.pragma("query_only = ON");
+    try {
+      return await work();
+    } finally {
+      this.raw.pragma(`query_only = ${before ? "ON" : "OFF"}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.owned) return;
+    await this.connection.idle();
+    if (this.raw.open) this.raw.close();
+  }
+}
+
+/** Opens an SQLite file (or `:memory:`) in WAL mode with a busy timeout. */
+export function createSqliteExecutor(path: string): Executor {
+  const Database = loadDriver<SqliteConstructor>("better-sqlite3", "better-sqlite3@12", "The SQLite backend");
+  const db = new Database(path, { timeout: SQLITE_BUSY_TIMEOUT_MS });
+  try {
+    db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
+    if (path !== ":memory:" && path !== "") setWal(db);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return new SqliteExecutor(db, true);
+}
+
+/**
+ * WAL: readers never wait for the writer, and the writer never waits for readers. Switching
+ * needs a moment alone with the file; several processes opening a new file at once may find
+ * it busy past busy_timeout, so this retries (synchronously: it runs once, at connect).
+ */
+function setWal(db: SqliteDatabase): void {
+  const deadline = Date.now() + BUSY_RETRY_FOR_MS;
+  for (;;) {
+    try {
+      db.pragma("journal_mode = WAL");
+      return;
+    } catch (error) {
+      if (!isBusy(error) || Date.now() > deadline) throw error;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+    }
+  }
+}
+
+/**
+ * The application's own better-sqlite3 Database. Its settings (journal mode, busy timeout —
+ * better-sqlite3 defaults to 5 s) are left as they are. Inside the application's open
+ * transaction, statements run in it.
+ */
+export function wrapSqliteDatabase(db: unknown): Executor {
+  if (!isSqliteDatabase(db)) throw new TypeError("not a better-sqlite3 Database");
+  return new SqliteExecutor(db, false);
 }

@@ -1,7 +1,13 @@
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { connect, migrate, type JobsDatabase } from "../../src/index.js";
+import { toQuestionMarks } from "../../src/db/placeholders.js";
+import { SQLITE_NOW, type SqliteDatabase } from "../../src/db/sqlite.js";
 
 export const PG_URL = process.env.FORGE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+export const MYSQL_URL = process.env.FORGE_TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test";
 
 /** One backend of the conformance suite: every behavioural test runs once per entry. */
 export interface Backend {
@@ -89,7 +95,122 @@ const postgres: Backend = {
   },
 };
 
-const ALL: Backend[] = [postgres];
+/** A directory of its own per queue: the database file and its -wal / -shm companions. */
+function sqliteFile(): { path: string; drop(): void } {
+  const dir = mkdtempSync(join(tmpdir(), "forge-jobs-"));
+  return { path: join(dir, "jobs.db"), drop: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A driver-native statement with `$n` placeholders, on whatever `checkpoint` hands out. */
+function runOnSqlite(db: SqliteDatabase, text: string, params: unknown[] = []): void {
+  const q = toQuestionMarks(text, params);
+  db.prepare(q.sql).run(...q.params);
+}
+
+const sqlite: Backend = {
+  name: "sqlite",
+  async blank() {
+    const file = sqliteFile();
+    return { url: `sqlite:${file.path}`, schema: undefined, drop: async () => file.drop() };
+  },
+  async create() {
+    const file = sqliteFile();
+    const url = `sqlite:${file.path}`;
+    const db = connect(url);
+    await migrate({ db });
+    return {
+      db,
+      url,
+      schema: undefined,
+      now: async () => new Date((await db.executor.query<{ now: number }>(`SELECT ${SQLITE_NOW} AS now`)).rows[0]!.now),
+      sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
+      withTransaction: async (fn, outcome) => {
+        // The application's own connection to the same file, with its own transaction.
+        const Database = (await import("better-sqlite3")).default;
+        const app = new Database(file.path);
+        try {
+          app.exec("BEGIN IMMEDIATE");
+          try {
+            const result = await fn(db.bind(app));
+            app.exec(outcome === "commit" ? "COMMIT" : "ROLLBACK");
+            return result;
+          } catch (error) {
+            if (app.inTransaction) app.exec("ROLLBACK");
+            throw error;
+          }
+        } finally {
+          app.close();
+        }
+      },
+      tableName: (name) => `"${name}"`,
+      execOn: async (tx, text, params) => runOnSqlite(tx as SqliteDatabase, text, params),
+      close: async () => {
+        await db.close();
+        file.drop();
+      },
+    };
+  },
+};
+
+type MysqlPool = import("mysql2/promise").Pool;
+type MysqlConnection = import("mysql2/promise").PoolConnection;
+
+/** Runs one statement on a fresh connection to the server (outside any queue), e.g. DROP DATABASE. */
+async function mysqlAdmin(statement: string): Promise<void> {
+  const db = connect(MYSQL_URL);
+  try {
+    await db.executor.query(statement);
+  } finally {
+    await db.close();
+  }
+}
+
+const mysql: Backend = {
+  name: "mysql",
+  async blank() {
+    const schema = uniqueName("blank");
+    return { url: MYSQL_URL, schema, drop: () => mysqlAdmin(`DROP DATABASE IF EXISTS \`${schema}\``) };
+  },
+  async create() {
+    // A database of its own per test file (the `schema` option names a MariaDB database).
+    const schema = uniqueName("t");
+    const db = connect(MYSQL_URL, { schema, poolSize: 20 });
+    await migrate({ db });
+    const onConnection = async (connection: MysqlConnection, text: string, params: unknown[] = []) => {
+      const q = toQuestionMarks(text, params);
+      await connection.query(q.sql, q.params);
+    };
+    return {
+      db,
+      url: MYSQL_URL,
+      schema,
+      now: async () => (await db.executor.query<{ now: Date }>("SELECT UTC_TIMESTAMP(6) AS now")).rows[0]!.now,
+      sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
+      withTransaction: async (fn, outcome) => {
+        const connection = await (db.executor.raw as MysqlPool).getConnection();
+        try {
+          await connection.query("BEGIN");
+          const result = await fn(db.bind(connection));
+          await connection.query(outcome === "commit" ? "COMMIT" : "ROLLBACK");
+          return result;
+        } catch (error) {
+          await connection.query("ROLLBACK");
+          throw error;
+        } finally {
+          connection.release();
+        }
+      },
+      tableName: (name) => `\`${schema}\`.\`${name}\``,
+      execOn: (tx, text, params) => onConnection(tx as MysqlConnection, text, params),
+      close: async () => {
+        await db.executor.query(`DROP DATABASE IF EXISTS \`${schema}\``).catch(() => undefined);
+        await db.close();
+      },
+    };
+  },
+};
+
+const ALL: Backend[] = [postgres, sqlite, mysql];
 
 /** The backends to run, from FORGE_TEST_BACKENDS (comma list) or all. */
 export function backends(): Backend[] {

@@ -1,0 +1,56 @@
+import type { Migration } from "./types.js";
+
+/**
+ * The jobs table of migrations/postgres.ts in MariaDB (10.6+). MariaDB DDL commits on its
+ * own, so each statement is idempotent (IF NOT EXISTS): a migration interrupted half-way
+ * can simply be run again. Timestamps are DATETIME(6) in UTC; JSON is LONGTEXT.
+ */
+export const mysqlMigrations: Migration[] = [
+  {
+    version: 1,
+    name: "create_jobs",
+    statements: ({ table }) => [
+      `CREATE TABLE IF NOT EXISTS ${table} (
+        id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        queue VARCHAR(255) NOT NULL,
+        task VARCHAR(255) NOT NULL,
+        payload LONGTEXT,
+        status VARCHAR(16) NOT NULL DEFAULT 'pending'
+          CHECK (status IN ('pending', 'running', 'done', 'failed', 'cancelled')),
+        priority INT NOT NULL DEFAULT 0,
+        attempts INT NOT NULL DEFAULT 0,
+        max_attempts INT NOT NULL DEFAULT 1 CHECK (max_attempts >= 1),
+        last_error LONGTEXT,
+        run_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+        locked_until DATETIME(6),
+        heartbeat_at DATETIME(6),
+        claim_token CHAR(36),
+        locked_by TEXT,
+        progress LONGTEXT,
+        result LONGTEXT,
+        tenant VARCHAR(255),
+        idempotency_key VARCHAR(255),
+        dedup_key VARCHAR(255),
+        trace_context LONGTEXT,
+        created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+        updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+        finished_at DATETIME(6),
+        -- No partial indexes in MariaDB: the dedup key of an active job only, NULL otherwise,
+        -- stored so that a UNIQUE index can hold it (NULLs are distinct).
+        dedup_active VARCHAR(255) AS (CASE WHEN status IN ('pending', 'running') THEN dedup_key END) PERSISTENT,
+        -- The claim's order is priority DESC, id ASC; an index on (-priority, id) walks it
+        -- forwards, so LIMIT stops the scan (and the row locks) early. BIGINT: -(-2^31) fits.
+        neg_priority BIGINT AS (-priority) VIRTUAL,
+        UNIQUE KEY jobs_idempotency_key (idempotency_key),
+        UNIQUE KEY jobs_dedup_key_active (dedup_active),
+        KEY jobs_claim (status, queue, neg_priority, id),
+        KEY jobs_running (status, locked_until),
+        KEY jobs_claim_token (claim_token),
+        KEY jobs_finished (status, finished_at),
+        KEY jobs_tenant (tenant, id)
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+      // utf8mb4_nopad_bin: keys and names compare byte for byte, case and trailing spaces
+      // included, as on PostgreSQL and SQLite ("Key" ≠ "key", "k " ≠ "k").
+    ],
+  },
+];

@@ -1,0 +1,52 @@
+import { SQLITE_NOW } from "../db/sqlite.js";
+import type { Migration } from "./types.js";
+
+/** The jobs table of migrations/postgres.ts in SQLite: timestamps are epoch milliseconds (INTEGER), JSON is TEXT. */
+export const sqliteMigrations: Migration[] = [
+  {
+    version: 1,
+    name: "create_jobs",
+    statements: ({ table, index }) => {
+      // SQLite names the table of CREATE INDEX without its schema (the index's schema is the table's).
+      const on = table.slice(table.lastIndexOf(".") + 1);
+      return [
+        `CREATE TABLE ${table} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        queue TEXT NOT NULL,
+        task TEXT NOT NULL,
+        payload TEXT,
+        status TEXT NOT NULL DEFAULT 'pending'
+          CHECK (status IN ('pending', 'running', 'done', 'failed', 'cancelled')),
+        priority INTEGER NOT NULL DEFAULT 0,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL DEFAULT 1 CHECK (max_attempts >= 1),
+        last_error TEXT,
+        run_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW}),
+        locked_until INTEGER,
+        heartbeat_at INTEGER,
+        claim_token TEXT,
+        locked_by TEXT,
+        progress TEXT,
+        result TEXT,
+        tenant TEXT,
+        idempotency_key TEXT,
+        dedup_key TEXT,
+        trace_context TEXT,
+        created_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW}),
+        updated_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW}),
+        finished_at INTEGER
+      )`,
+        // AUTOINCREMENT: an id is never reused after prune, as with PostgreSQL's identity.
+        // NULLs are distinct in an SQLite unique index: jobs without a key never collide.
+        `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${on} (idempotency_key)`,
+        // Seed dedup_key: one pending-or-running job per key (SQLite has partial indexes).
+        `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${on} (dedup_key) WHERE status IN ('pending', 'running')`,
+        `CREATE INDEX ${index("jobs_claim")} ON ${on} (queue, priority DESC, id) WHERE status = 'pending'`,
+        `CREATE INDEX ${index("jobs_running")} ON ${on} (locked_until) WHERE status = 'running'`,
+        `CREATE INDEX ${index("jobs_claim_token")} ON ${on} (claim_token) WHERE status = 'running'`,
+        `CREATE INDEX ${index("jobs_finished")} ON ${on} (finished_at) WHERE status IN ('done', 'failed', 'cancelled')`,
+        `CREATE INDEX ${index("jobs_tenant")} ON ${on} (tenant, id) WHERE tenant IS NOT NULL`,
+      ];
+    },
+  },
+];
