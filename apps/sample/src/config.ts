@@ -1,0 +1,67 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** apps/sample: relative paths in the configuration are resolved against it, whatever the cwd. */
+export const APP_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+export interface AppConfig {
+  /** `sqlite:<file>` (default `sqlite:data/sample.db`) or `postgres://…`: the queue and the app's tables live together. */
+  databaseUrl: string;
+  /** PostgreSQL schema for the queue and the app's tables; undefined = the connection's default. */
+  databaseSchema: string | undefined;
+  /** Uploads (`uploads/<org>/<uuid>.csv`) and exports (`exports/<org>/…`) go here. */
+  dataDir: string;
+  /** Where the worker sends mail (`smtp://user:pass@host:587`); the web process does not need it. */
+  smtpUrl: string | undefined;
+  /** The `From` of campaign mails. */
+  mailFrom: string;
+  /** Guards /admin/jobs; unset = the dashboard is disabled (404). */
+  adminToken: string | undefined;
+  port: number;
+  host: string;
+  /** Largest CSV upload, in bytes (413 above). */
+  maxUploadBytes: number;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+/** `sqlite:data/x.db` is relative to apps/sample, so `pnpm start` and `pnpm worker` find the same file from any directory. */
+function resolveDatabaseUrl(url: string): string {
+  const match = /^sqlite:(?!:memory:)(?!\/)(.+)$/i.exec(url);
+  return match ? `sqlite:${path.resolve(APP_DIR, match[1]!)}` : url;
+}
+
+/** The configuration from the environment; throws ConfigError with a message naming the variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+  const dataDir = path.resolve(APP_DIR, env.DATA_DIR || "data");
+  const schema = env.DATABASE_SCHEMA || undefined;
+  if (schema !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
+    throw new ConfigError(`DATABASE_SCHEMA must be letters, digits and underscores, got ${JSON.stringify(schema)}`);
+  }
+  return {
+    databaseUrl: resolveDatabaseUrl(env.DATABASE_URL || `sqlite:${path.join(dataDir, "sample.db")}`),
+    databaseSchema: schema,
+    dataDir,
+    smtpUrl: env.SMTP_URL || undefined,
+    mailFrom: env.MAIL_FROM || "Forge sample <noreply@sample.invalid>",
+    adminToken: env.ADMIN_TOKEN || undefined,
+    port: positiveInt(env, "PORT", 3000, 0, 65535),
+    host: env.HOST || "127.0.0.1",
+    maxUploadBytes: positiveInt(env, "MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 1024 * 1024 * 1024),
+  };
+}
+
+/** Without a password: what logs may show of a URL. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, "//$1:***@");
+}

@@ -1,0 +1,51 @@
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
+import type { JobContext } from "@forge/jobs";
+import { createExportHandler, createImportHandler, EXPORT_JOB_TASK, IMPORT_JOB_TASK, ImportError } from "@forge/import-export";
+import { createMailHandler, MAIL_JOB_TASK } from "@forge/mail";
+import type { AppConfig } from "./config.js";
+import { CONTACTS_EXPORTER, CONTACTS_IMPORTER, contactsExporter, contactsImporter } from "./contacts.js";
+import type { AppDatabase } from "./db.js";
+
+/** The queues the worker serves; the web process enqueues into them. */
+export const QUEUES = { mails: "mails", imports: "imports", exports: "exports" } as const;
+
+export const uploadsDir = (config: Pick<AppConfig, "dataDir">): string => path.join(config.dataDir, "uploads");
+export const exportsDir = (config: Pick<AppConfig, "dataDir">): string => path.join(config.dataDir, "exports");
+
+/** A job's org: every import and export job is enqueued with one; without it, refuse (no retry helps). */
+function orgOf(ctx: JobContext): string {
+  const org = ctx.job.tenant;
+  if (!org) throw new ImportError(`job ${ctx.job.id} has no tenant: the sample app enqueues every import and export for an org`, { retryable: false });
+  return org;
+}
+
+/**
+ * The worker side: task name → handler. The opt-in packages know nothing of the queue or of
+ * each other; this object is where they meet.
+ *
+ * Import and export handlers are built per job, for the job's org (its tenant, set by the
+ * request that enqueued it): the contacts land in that org, and the files are read and written
+ * under that org's folder only — a payload can never reach another org's upload.
+ */
+export function createHandlers(config: Pick<AppConfig, "dataDir" | "smtpUrl">, db: AppDatabase) {
+  if (!config.smtpUrl) throw new Error("SMTP_URL is not set: the worker needs it to send mail (e.g. smtp://user:pass@smtp.example.org:587)");
+  return {
+    [MAIL_JOB_TASK]: createMailHandler({ transport: config.smtpUrl }),
+
+    [IMPORT_JOB_TASK]: (payload: unknown, ctx: JobContext) => {
+      const org = orgOf(ctx);
+      return createImportHandler({
+        importers: { [CONTACTS_IMPORTER]: contactsImporter(db, org) },
+        baseDir: path.join(uploadsDir(config), org),
+      })(payload, ctx);
+    },
+
+    [EXPORT_JOB_TASK]: async (payload: unknown, ctx: JobContext) => {
+      const org = orgOf(ctx);
+      const baseDir = path.join(exportsDir(config), org);
+      await mkdir(baseDir, { recursive: true });
+      return createExportHandler({ exporters: { [CONTACTS_EXPORTER]: contactsExporter(db, org) }, baseDir })(payload, ctx);
+    },
+  };
+}
