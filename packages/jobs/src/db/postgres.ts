@@ -43,6 +43,15 @@ export class PgPoolExecutor implements Executor {
   async transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
     const client = await this.raw.connect();
     let broken: Error | undefined;
+    // A checked-out client has no 'error' listener of the pool's. If the server ends the
+    // connection between two statements of this transaction (restart, pg_terminate_backend),
+    // pg emits 'error' on it, and without a listener that crashes the whole worker process.
+    // Record it instead: the next statement fails, and the client is discarded on release.
+    // (The pool puts its own listener back on release.)
+    const onError = (error: Error) => {
+      broken ??= error;
+    };
+    client.on("error", onError);
     try {
       await client.query(options?.readOnly ? "BEGIN READ ONLY" : "BEGIN");
       const result = await fn(new PgClientExecutor(client));
@@ -55,6 +64,7 @@ export class PgPoolExecutor implements Executor {
       });
       throw error;
     } finally {
+      client.off("error", onError);
       client.release(broken);
     }
   }
