@@ -1,0 +1,128 @@
+import type { Readable } from "node:stream";
+import { parse, type CsvError, type Parser } from "csv-parse";
+import type { ImportOptions } from "./payload.js";
+
+export interface CsvRecord {
+  fields: string[];
+  /** 1-based line on which the record starts. */
+  line: number;
+  /** Line on which it ends: later than `line` when a quoted field holds line breaks. */
+  endLine: number;
+}
+
+/** Where the parser is, which runs a little ahead of the records handed out. */
+export interface ParsePosition {
+  bytes: number;
+  /** Records parsed so far, header and empty lines included. */
+  records: number;
+}
+
+export interface MalformedRecord {
+  line: number;
+  message: string;
+}
+
+export interface CsvReader {
+  records: AsyncIterable<CsvRecord>;
+  /** Set once the parser met a record it cannot make sense of; reading stopped there. */
+  malformed(): MalformedRecord | undefined;
+  position(): ParsePosition;
+  close(): void;
+}
+
+/** Bounds memory when an unclosed quote would otherwise swallow the rest of the file into one field. */
+export const MAX_RECORD_BYTES = 8 * 1024 * 1024;
+
+const LINE_BREAKS = /\r\n|\r|\n/g;
+
+// Line breaks outside quotes end records, so any inside a record sit in a quoted field,
+// verbatim. csv-parse's own `info.lines` counts a CRLF inside quotes twice, hence this.
+function lineBreaksIn(fields: readonly string[]): number {
+  let count = 0;
+  for (const field of fields) {
+    if (field.includes("\n") || field.includes("\r")) count += field.match(LINE_BREAKS)?.length ?? 0;
+  }
+  return count;
+}
+
+function describe(error: CsvError): string {
+  switch (error.code) {
+    case "CSV_QUOTE_NOT_CLOSED":
+      return "unclosed quote: the quoted field that starts in this record never ends";
+    case "CSV_INVALID_CLOSING_QUOTE":
+      return "invalid closing quote: a quoted field must be followed by a delimiter or the end of the line";
+    case "CSV_MAX_RECORD_SIZE":
+      return `record longer than ${MAX_RECORD_BYTES} bytes (an unclosed quote?)`;
+    default:
+      return error.message;
+  }
+}
+
+/**
+ * Streams records out of `input` with csv-parse, each with the line it starts on.
+ *
+ * A malformed record does not destroy the stream (that would drop the records parsed
+ * just before it, still buffered): csv-parse is told to skip it, the first one is kept
+ * as `malformed()`, and reading stops there, because after a broken quote the parser
+ * cannot know where the next record begins.
+ *
+ * Lines are counted here rather than in a csv-parse `on_record` hook, which builds a
+ * context object per record and halves the parse rate.
+ */
+export function readCsv(input: Readable, options: ImportOptions): CsvReader {
+  let failure: { records: number; message: string } | undefined;
+  let malformed: MalformedRecord | undefined;
+
+  const parser: Parser = parse({
+    delimiter: options.delimiter,
+    quote: options.quote,
+    escape: options.escape,
+    encoding: options.encoding,
+    bom: true,
+    // All three endings at once: auto-detection would settle on the first one seen.
+    record_delimiter: ["\r\n", "\n", "\r"],
+    // Empty lines come through as [""] so that every line is counted here; see below.
+    skip_empty_lines: false,
+    // Column counts are checked by the handler, which reports ragged rows as data.
+    relax_column_count: true,
+    max_record_size: MAX_RECORD_BYTES,
+    skip_records_with_error: true,
+    on_skip: (error) => {
+      if (failure !== undefined || error === undefined) return undefined;
+      failure = { records: parser.info.records, message: describe(error) };
+      input.unpipe(parser);
+      input.destroy();
+      if (!parser.writableEnded) parser.end();
+      return undefined;
+    },
+  });
+  // pipe() does not forward errors; without this a failing disk would leave the reader waiting.
+  input.on("error", (error) => parser.destroy(error));
+  input.pipe(parser);
+
+  async function* records(): AsyncGenerator<CsvRecord> {
+    let endLine = 0;
+    let emitted = 0;
+    for await (const fields of parser as AsyncIterable<string[]>) {
+      // Whatever the parser emits after a malformed record is guesswork.
+      if (failure !== undefined && emitted >= failure.records) break;
+      emitted += 1;
+      const line = endLine + 1;
+      endLine = line + lineBreaksIn(fields);
+      // Also skips a line holding only "" in a one-column file: the price of counting lines here.
+      if (options.skipEmptyLines && fields.length === 1 && fields[0] === "") continue;
+      yield { fields, line, endLine };
+    }
+    if (failure !== undefined) malformed = { line: endLine + 1, message: failure.message };
+  }
+
+  return {
+    records: records(),
+    malformed: () => malformed,
+    position: () => ({ bytes: parser.info.bytes, records: parser.info.records }),
+    close: () => {
+      input.destroy();
+      parser.destroy();
+    },
+  };
+}
