@@ -86,11 +86,16 @@ export class Child {
       async () => {
         const found = this.messages.find(match);
         if (found) return found;
-        if (this.exit) throw new Error(`${this.label} exited (${JSON.stringify(this.exit)}) before ${what}; stderr:\n${this.stderr}`);
+        this.assertRunning();
         return undefined;
       },
       timeoutMs,
     );
+  }
+
+  /** Throws (with its stderr) if the process has exited: a probe calls this to fail fast on a crash. */
+  assertRunning(): void {
+    if (this.exit) throw new Error(`${this.label} exited (${JSON.stringify(this.exit)}); stderr:\n${this.stderr}`);
   }
 
   count(match: (m: Message) => boolean): number {
