@@ -3,7 +3,6 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { connect, migrate } from "@forge/jobs";
-import { SMTPServer } from "smtp-server";
 import { buildApp } from "../src/app.js";
 import { loadConfig, type AppConfig } from "../src/config.js";
 import { migrateApp, openDatabase, type AppDatabase } from "../src/db.js";
@@ -77,42 +76,7 @@ export async function backendNames(): Promise<Env["name"][]> {
   return (await sqliteReady()) ? ["postgres", "sqlite"] : ["postgres"];
 }
 
-export interface Caught {
-  from: string;
-  to: string[];
-  subject: string;
-  raw: string;
-}
-
-/** A real SMTP server on loopback (no TLS, any login): counts what it accepts. */
-export async function startSmtp(): Promise<{ url: string; messages: Caught[]; close(): Promise<void> }> {
-  const messages: Caught[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ["STARTTLS"],
-    logger: false,
-    onData(stream, session, callback) {
-      const chunks: Buffer[] = [];
-      stream.on("data", (c: Buffer) => chunks.push(c));
-      stream.on("end", () => {
-        const raw = Buffer.concat(chunks).toString("utf8");
-        messages.push({
-          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-          to: session.envelope.rcptTo.map((r) => r.address),
-          subject: /^Subject: (.*)$/m.exec(raw)?.[1]?.trim() ?? "",
-          raw,
-        });
-        callback();
-      });
-    },
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.server.address() as { port: number };
-  return { url: `smtp://127.0.0.1:${port}`, messages, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
-}
+export { startSmtpCatcher as startSmtp } from "../src/smtp-catcher.js";
 
 /** The sample app on port 0. */
 export async function startApp(env: Env, overrides: Partial<AppConfig> = {}, logger: unknown = false) {

@@ -4,7 +4,7 @@ import { resolveDb, type DbLike } from "../connect.js";
 import { JobsDatabase } from "../db/database.js";
 import { statusCounts } from "../status.js";
 import { escapeHtml } from "./escape.js";
-import { CSRF_FIELD, Csrf } from "./csrf.js";
+import { CSRF_FIELD, Csrf, readCookie } from "./csrf.js";
 import { latestJobs } from "./queries.js";
 import { NOTICES, renderPage, type Notice } from "./render.js";
 
@@ -32,8 +32,8 @@ export interface DashboardOptions {
 /** A plain Node handler: mount it in any framework. `next` (Express/Connect style) gets what is not ours. */
 export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void;
 
-/** Query parameters the dashboard writes itself; everything else (an access token…) is carried along. */
-const OWN_PARAMS = ["notice", "job"];
+/** What an action did, shown once by the next page load (a flash cookie: a reload does not repeat it). */
+const NOTICE_COOKIE = "forge_jobs_notice";
 const MAX_FORM_BYTES = 4096;
 const ACTION = /^\/jobs\/(\d{1,15})\/(retry|cancel)$/;
 
@@ -74,12 +74,12 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       await latestJobs(db, "pending", listLimit),
       await latestJobs(db, "failed", listLimit),
     ];
-    const notice = url.searchParams.get("notice") as Notice | null;
-    const job = Number(url.searchParams.get("job"));
+    const notice = readNotice(req);
+    if (notice !== undefined) res.appendHeader("Set-Cookie", `${NOTICE_COOKIE}=; Path=${basePath}; Max-Age=0; HttpOnly; SameSite=Strict`);
     const body = renderPage({
       title,
       basePath,
-      query: keptQuery(url),
+      query: url.search,
       refreshSeconds,
       csrfToken: csrf.issue(req, res),
       now: new Date(),
@@ -88,7 +88,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       pending,
       failed,
       listLimit,
-      ...(notice !== null && NOTICES.includes(notice) && Number.isSafeInteger(job) && job > 0 ? { notice: { kind: notice, job } } : {}),
+      ...(notice ? { notice } : {}),
     });
     // Node leaves the body out of a HEAD response and keeps its Content-Length.
     send(res, 200, "text/html; charset=utf-8", body);
@@ -107,11 +107,10 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     let notice: Notice;
     if (verb === "retry") notice = (await retryJob(id, { db })) ? "retried" : "not-retried";
     else notice = (await cancelJob(id, { db })) ? "cancelled" : "not-cancelled";
-    const back = new URLSearchParams(keptQuery(url));
-    back.set("notice", notice);
-    back.set("job", String(id));
     res.statusCode = 303;
-    res.setHeader("Location", `${basePath}?${back.toString()}`);
+    // Back to the page, with its query (an access token…) as it was.
+    res.setHeader("Location", `${basePath}${url.search}`);
+    res.appendHeader("Set-Cookie", `${NOTICE_COOKIE}=${notice}.${id}; Path=${basePath}; Max-Age=60; HttpOnly; SameSite=Strict`);
     for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
     res.end();
   }
@@ -175,11 +174,11 @@ function requestPath(req: IncomingMessage): string {
   return (req as { originalUrl?: string }).originalUrl ?? req.url ?? "/";
 }
 
-function keptQuery(url: URL): string {
-  const params = new URLSearchParams(url.search);
-  for (const name of OWN_PARAMS) params.delete(name);
-  const text = params.toString();
-  return text ? `?${text}` : "";
+function readNotice(req: IncomingMessage): { kind: Notice; job: number } | undefined {
+  const value = readCookie(req, NOTICE_COOKIE);
+  const match = value === undefined ? null : /^([a-z-]+)\.(\d{1,15})$/.exec(value);
+  if (!match || !NOTICES.includes(match[1] as Notice)) return undefined;
+  return { kind: match[1] as Notice, job: Number(match[2]) };
 }
 
 /** The urlencoded form: already parsed by a framework (`req.body`), or read here, bounded. */

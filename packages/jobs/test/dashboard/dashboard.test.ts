@@ -185,16 +185,30 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
 
     const response = await post(`${BASE}/jobs/${id}/retry?token=s3cret`, { csrf: page.csrf }, page.cookie);
     expect(response.status).toBe(303);
-    expect(response.headers.get("location")).toBe(`${BASE}?token=s3cret&notice=retried&job=${id}`);
+    expect(response.headers.get("location")).toBe(`${BASE}?token=s3cret`);
     expect((await getJob(id, { db: t.db }))?.status).toBe("pending");
 
-    const after = await fetch(`${origin}${response.headers.get("location")}`, { headers: { cookie: page.cookie } });
+    // What happened is shown once, by the next load (a flash cookie), not by every reload.
+    const flash = response.headers.get("set-cookie")!.split(";")[0]!;
+    expect(flash).toBe(`forge_jobs_notice=retried.${id}`);
+    const after = await fetch(`${origin}${response.headers.get("location")}`, { headers: { cookie: `${page.cookie}; ${flash}` } });
     const body = await after.text();
     expect(body).toContain(`Job #${id} is back in its queue.`);
+    expect(after.headers.get("set-cookie")).toContain("forge_jobs_notice=; Path=/admin/jobs; Max-Age=0");
     expect(section(body, "pending")).toContain(`id="job-${id}"`);
+    expect(await (await fetch(`${origin}${BASE}?token=s3cret`, { headers: { cookie: page.cookie } })).text()).not.toContain('class="notice"');
     // The same form again: the job is no longer failed.
     const again = await post(`${BASE}/jobs/${id}/retry?token=s3cret`, { csrf: page.csrf }, page.cookie);
-    expect(again.headers.get("location")).toContain("notice=not-retried");
+    expect(again.headers.get("set-cookie")).toContain(`forge_jobs_notice=not-retried.${id}`);
+  });
+
+  it("shows only the notices it knows, from a well-formed cookie", async () => {
+    for (const cookie of ["forge_jobs_notice=<script>.1", "forge_jobs_notice=hacked.1", "forge_jobs_notice=retried.x", "forge_jobs_notice=retried"]) {
+      const body = await (await fetch(`${origin}${BASE}`, { headers: { cookie } })).text();
+      expect(body).not.toContain('class="notice"');
+    }
+    const body = await (await fetch(`${origin}${BASE}`, { headers: { cookie: "forge_jobs_notice=not-cancelled.42" } })).text();
+    expect(body).toContain("Job #42 was not cancelled: it is no longer pending or running.");
   });
 
   it("cancels a pending job", async () => {
@@ -203,7 +217,8 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     expect(section(page.body, "pending")).toContain(`action="${BASE}/jobs/${id}/cancel"`);
     const response = await post(`${BASE}/jobs/${id}/cancel`, { csrf: page.csrf }, page.cookie);
     expect(response.status).toBe(303);
-    expect(response.headers.get("location")).toBe(`${BASE}?notice=cancelled&job=${id}`);
+    expect(response.headers.get("location")).toBe(BASE);
+    expect(response.headers.get("set-cookie")).toContain(`forge_jobs_notice=cancelled.${id}`);
     expect((await getJob(id, { db: t.db }))?.status).toBe("cancelled");
   });
 

@@ -1,0 +1,48 @@
+import { SMTPServer } from "smtp-server";
+
+export interface CaughtMail {
+  from: string;
+  to: string[];
+  subject: string;
+  raw: string;
+}
+
+export interface SmtpCatcher {
+  /** `smtp://127.0.0.1:<port>`: what SMTP_URL points at. */
+  url: string;
+  messages: CaughtMail[];
+  close(): Promise<void>;
+}
+
+/**
+ * A real SMTP server on loopback that accepts every message and keeps it in memory: the
+ * demo and the tests count what the worker delivered. No TLS, any (or no) login.
+ */
+export async function startSmtpCatcher(): Promise<SmtpCatcher> {
+  const messages: CaughtMail[] = [];
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ["STARTTLS"],
+    logger: false,
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      stream.on("end", () => {
+        const raw = Buffer.concat(chunks).toString("utf8");
+        messages.push({
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          to: session.envelope.rcptTo.map((r) => r.address),
+          subject: /^Subject: (.*)$/m.exec(raw)?.[1]?.trim() ?? "",
+          raw,
+        });
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const { port } = server.server.address() as { port: number };
+  return { url: `smtp://127.0.0.1:${port}`, messages, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}

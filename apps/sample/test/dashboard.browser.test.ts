@@ -1,0 +1,132 @@
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
+import { getJob, processOne, type JobContext } from "@forge/jobs";
+import { IMPORT_JOB_TASK } from "@forge/import-export";
+import { MAIL_JOB_TASK } from "@forge/mail";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { APP_DIR } from "../src/config.js";
+import { createEnv, startApp, type Env } from "./support.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const TOKEN = "browser-test-token";
+const SCREENSHOT = path.join(APP_DIR, "test-results", "dashboard.png");
+
+describe("the dashboard in headless Chromium (postgres)", () => {
+  let env: Env;
+  let server: Awaited<ReturnType<typeof startApp>>;
+  let browser: Browser;
+  let page: Page;
+
+  beforeAll(async () => {
+    env = await createEnv("postgres", { adminToken: TOKEN });
+    server = await startApp(env);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    await env?.close();
+  });
+
+  const count = (queue: string, state: string) => page.locator(`tr[data-queue="${queue}"] td[data-count="${state}"]`).textContent();
+
+  async function send(campaign: string, emails: string[]): Promise<number[]> {
+    const response = await fetch(`${server.url}/orgs/acme/campaigns/${campaign}/send`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ subject: `Campaign ${campaign}`, text: "Hi", recipients: emails.map((email) => ({ email })) }),
+    });
+    expect(response.status).toBe(202);
+    return ((await response.json()) as { jobIds: number[] }).jobIds;
+  }
+
+  it("shows the counts change, a failure, and puts the failed job back with its Retry button", async () => {
+    const response = await page.goto(`${server.url}/admin/jobs?token=${TOKEN}`);
+    expect(response?.status()).toBe(200);
+    await expect(page.title()).resolves.toBe("Forge sample — jobs");
+    expect(await page.locator("text=No jobs yet.").count()).toBe(1);
+
+    // Jobs enqueued through the API appear on reload.
+    const ids = await send("spring", ["a@example.org", "b@example.org", "c@example.org"]);
+    await page.reload();
+    expect(await count("mails", "pending")).toBe("3");
+    expect(await count("mails", "ready")).toBe("3");
+    expect(await count("mails", "failed")).toBe("0");
+
+    // One mail fails for good: the handler throws a non-retryable error.
+    const failing = { [MAIL_JOB_TASK]: () => { throw Object.assign(new Error("554 <a@example.org>: relay access denied"), { retryable: false }); } };
+    expect(await processOne(failing, { queue: "mails", db: env.db.jobs })).toBe(true);
+    const failed = (await Promise.all(ids.map((id) => getJob(id, { db: env.db.jobs })))).find((j) => j?.status === "failed")!;
+    expect(failed).toBeDefined();
+    await page.reload();
+    expect(await count("mails", "pending")).toBe("2");
+    expect(await count("mails", "failed")).toBe("1");
+    const row = page.locator(`#failures tr#job-${failed.id}`);
+    await expect(row.locator("pre.err").textContent()).resolves.toContain("relay access denied");
+
+    // Retry, in the page: a POST form with its CSRF token, 303 back to the page.
+    await row.locator('button[data-action="retry"]').click();
+    await page.locator(".notice", { hasText: `Job #${failed.id} is back in its queue.` }).waitFor();
+    expect(page.url()).toBe(`${server.url}/admin/jobs?token=${TOKEN}`);
+    expect(await count("mails", "failed")).toBe("0");
+    expect(await count("mails", "pending")).toBe("3");
+    expect(await page.locator(`#pending tr#job-${failed.id}`).count()).toBe(1);
+    expect((await getJob(failed.id, { db: env.db.jobs }))?.status).toBe("pending");
+
+    // Cancel a pending one the same way.
+    const other = ids.find((id) => id !== failed.id)!;
+    await page.locator(`#pending tr#job-${other} button[data-action="cancel"]`).click();
+    await page.locator(".notice", { hasText: `Job #${other} was cancelled.` }).waitFor();
+    expect((await getJob(other, { db: env.db.jobs }))?.status).toBe("cancelled");
+    expect(await count("mails", "pending")).toBe("2");
+
+    // A running import shows its progress bar (read / estimatedTotal from its checkpoint).
+    const upload = new FormData();
+    upload.append("file", new Blob(["email,name\nx@example.org,X\n"]), "c.csv");
+    const imported = (await (await fetch(`${server.url}/orgs/acme/imports`, { method: "POST", body: upload })).json()) as { jobId: number };
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let saved!: () => void;
+    const checkpointed = new Promise<void>((resolve) => (saved = resolve));
+    const slowImport = {
+      [IMPORT_JOB_TASK]: async (_payload: unknown, ctx: JobContext) => {
+        await ctx.checkpoint({ read: 120, estimatedTotal: 400, imported: 118, rejected: 2 });
+        saved();
+        await released;
+        return { read: 400 };
+      },
+    };
+    const running = processOne(slowImport, { queue: "imports", db: env.db.jobs });
+    await checkpointed;
+    // And one more failure, for the picture.
+    await processOne(failing, { queue: "mails", db: env.db.jobs });
+    await page.reload();
+    const bar = page.locator(`#running tr#job-${imported.jobId} progress`);
+    expect([await bar.getAttribute("value"), await bar.getAttribute("max")]).toEqual(["120", "400"]);
+    await expect(page.locator(`#running tr#job-${imported.jobId} .pct`).textContent()).resolves.toBe("30%");
+    expect(await count("imports", "running")).toBe("1");
+
+    await mkdir(path.dirname(SCREENSHOT), { recursive: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    release();
+    expect(await running).toBe(true);
+  });
+
+  it("a page without the token is refused, and a forged form post is refused (403)", async () => {
+    const anonymous = await browser.newPage();
+    try {
+      expect((await anonymous.goto(`${server.url}/admin/jobs`))?.status()).toBe(401);
+      // A form from elsewhere: right token in the URL, but no CSRF cookie nor token.
+      await anonymous.setContent(
+        `<form method="post" action="${server.url}/admin/jobs/jobs/1/retry?token=${TOKEN}"><input name="csrf" value="guess"><button>go</button></form>`,
+      );
+      const [response] = await Promise.all([anonymous.waitForEvent("response"), anonymous.click("button")]);
+      expect(response.status()).toBe(403);
+    } finally {
+      await anonymous.close();
+    }
+  });
+});
