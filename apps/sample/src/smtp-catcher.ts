@@ -17,8 +17,9 @@ export interface SmtpCatcher {
 /**
  * A real SMTP server on loopback that accepts every message and keeps it in memory: the
  * demo and the tests count what the worker delivered. No TLS, any (or no) login.
+ * `beforeAccept` delays the server's "250 OK" (tests catch a worker in the middle of a send).
  */
-export async function startSmtpCatcher(): Promise<SmtpCatcher> {
+export async function startSmtpCatcher(options: { beforeAccept?: (raw: string) => Promise<void> } = {}): Promise<SmtpCatcher> {
   const messages: CaughtMail[] = [];
   const server = new SMTPServer({
     authOptional: true,
@@ -27,8 +28,10 @@ export async function startSmtpCatcher(): Promise<SmtpCatcher> {
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-      stream.on("end", () => {
+      stream.on("end", async () => {
         const raw = Buffer.concat(chunks).toString("utf8");
+        // A test can hold the reply (a slow server) to catch the worker mid-send.
+        if (options.beforeAccept) await options.beforeAccept(raw);
         messages.push({
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
           to: session.envelope.rcptTo.map((r) => r.address),

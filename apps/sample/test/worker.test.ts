@@ -1,0 +1,104 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import { getJob } from "@forge/jobs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { APP_DIR } from "../src/config.js";
+import { createEnv, startApp, startSmtp, waitFor, type Env } from "./support.js";
+
+/** src/worker.ts in its own process, as `pnpm worker` runs it. */
+function spawnWorker(env: Env, smtpUrl: string | undefined): { child: ChildProcess; output: string[]; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(APP_DIR, "src", "worker.ts")], {
+    cwd: APP_DIR,
+    env: {
+      ...process.env,
+      DATABASE_URL: env.config.databaseUrl,
+      DATABASE_SCHEMA: env.config.databaseSchema ?? "",
+      DATA_DIR: env.config.dataDir,
+      SMTP_URL: smtpUrl ?? "",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const output: string[] = [];
+  for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => output.push(chunk.toString("utf8")));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output, exited };
+}
+
+describe("src/worker.ts as a process (postgres)", () => {
+  let env: Env;
+  let server: Awaited<ReturnType<typeof startApp>>;
+
+  beforeAll(async () => {
+    env = await createEnv("postgres");
+    server = await startApp(env);
+  });
+  afterAll(async () => {
+    await server?.close();
+    await env?.close();
+  });
+
+  async function sendOne(campaign: string): Promise<number> {
+    const response = await fetch(`${server.url}/orgs/acme/campaigns/${campaign}/send`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ subject: campaign, text: "x", recipients: [{ email: "slow@example.org" }] }),
+    });
+    return ((await response.json()) as { jobIds: number[] }).jobIds[0]!;
+  }
+
+  it("on SIGTERM, finishes the mail it is sending, then exits 0", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let receiving!: () => void;
+    const inSend = new Promise<void>((resolve) => (receiving = resolve));
+    const smtp = await startSmtp({ beforeAccept: () => (receiving(), held) });
+    const worker = spawnWorker(env, smtp.url);
+    try {
+      const id = await sendOne("graceful");
+      await inSend; // the worker is mid-send: the SMTP server holds its reply
+      worker.child.kill("SIGTERM");
+      await waitFor("the worker to acknowledge SIGTERM", async () => worker.output.join("").includes("SIGTERM: finishing running jobs"));
+      expect(worker.child.exitCode).toBeNull();
+      release();
+      expect(await worker.exited).toBe(0);
+      expect(await getJob(id, { db: env.db.jobs })).toMatchObject({ status: "done", attempts: 1 });
+      expect(smtp.messages).toHaveLength(1);
+    } finally {
+      release();
+      worker.child.kill("SIGKILL");
+      await smtp.close();
+    }
+  });
+
+  it("a second SIGTERM exits at once, mid-send", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let receiving!: () => void;
+    const inSend = new Promise<void>((resolve) => (receiving = resolve));
+    const smtp = await startSmtp({ beforeAccept: () => (receiving(), held) });
+    const worker = spawnWorker(env, smtp.url);
+    try {
+      const id = await sendOne("impatient");
+      await inSend;
+      worker.child.kill("SIGTERM");
+      await waitFor("the first SIGTERM", async () => worker.output.join("").includes("SIGTERM: finishing running jobs"));
+      const t = Date.now();
+      worker.child.kill("SIGTERM");
+      expect(await worker.exited).toBe(1);
+      expect(Date.now() - t).toBeLessThan(2000);
+      expect(worker.output.join("")).toContain("second SIGTERM: exiting now");
+      // Never completed: the job's lease runs out and another worker will take it over.
+      expect((await getJob(id, { db: env.db.jobs }))?.status).toBe("running");
+    } finally {
+      release();
+      worker.child.kill("SIGKILL");
+      await smtp.close();
+    }
+  });
+
+  it("refuses to start without SMTP_URL, saying so", async () => {
+    const worker = spawnWorker(env, undefined);
+    expect(await worker.exited).toBe(1);
+    expect(worker.output.join("")).toContain("SMTP_URL is not set");
+  });
+});
