@@ -167,9 +167,11 @@ function loadMysql(): MysqlDriver {
  * and `SET time_zone`) and READ COMMITTED, as PostgreSQL does: the claim's SKIP LOCKED then
  * takes no gap locks that would hold back concurrent enqueues.
  */
-export function createMysqlExecutor(url: string, poolSize = 10): Executor {
+export function createMysqlExecutor(url: string, poolSize?: number): Executor {
   const mysql = loadMysql();
-  const pool = mysql.createPool({ uri: url, timezone: "Z", connectionLimit: poolSize, supportBigNumbers: true });
+  // Options given here win over the URL's; without poolSize, `?connectionLimit=` (default 10) applies.
+  const size = poolSize === undefined ? {} : { connectionLimit: poolSize };
+  const pool = mysql.createPool({ uri: url, timezone: "Z", supportBigNumbers: true, ...size });
   pool.pool?.on("connection", (connection) => {
     // Queued ahead of any statement of ours on this connection; a failure shows on the next one.
     connection.query("SET time_zone = '+00:00'", () => undefined);

@@ -44,6 +44,26 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${randomBytes(5).toString("hex")}`;
 }
 
+/** A pooled client (pg) or connection (mysql2) of the test's own: BEGIN, `fn` with the queue bound to it, then COMMIT or ROLLBACK. */
+async function inClientTransaction<T>(
+  client: { query(sql: string): Promise<unknown>; release(): void },
+  db: JobsDatabase,
+  fn: (bound: JobsDatabase) => Promise<T>,
+  outcome: "commit" | "rollback",
+): Promise<T> {
+  try {
+    await client.query("BEGIN");
+    const result = await fn(db.bind(client));
+    await client.query(outcome === "commit" ? "COMMIT" : "ROLLBACK");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK");
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
 const postgres: Backend = {
   name: "postgres",
   async blank() {
@@ -68,20 +88,7 @@ const postgres: Backend = {
       schema,
       now: async () => (await db.executor.query<{ now: Date }>("SELECT now() AS now")).rows[0]!.now,
       sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
-      withTransaction: async (fn, outcome) => {
-        const client = await (db.executor.raw as import("pg").Pool).connect();
-        try {
-          await client.query("BEGIN");
-          const result = await fn(db.bind(client));
-          await client.query(outcome === "commit" ? "COMMIT" : "ROLLBACK");
-          return result;
-        } catch (error) {
-          await client.query("ROLLBACK");
-          throw error;
-        } finally {
-          client.release();
-        }
-      },
+      withTransaction: async (fn, outcome) => inClientTransaction(await (db.executor.raw as import("pg").Pool).connect(), db, fn, outcome),
       tableName: (name) => `"${schema}"."${name}"`,
       execOn: async (tx, text, params) => {
         await (tx as import("pg").PoolClient).query(text, params);
@@ -186,20 +193,7 @@ const mysql: Backend = {
       schema,
       now: async () => (await db.executor.query<{ now: Date }>("SELECT UTC_TIMESTAMP(6) AS now")).rows[0]!.now,
       sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
-      withTransaction: async (fn, outcome) => {
-        const connection = await (db.executor.raw as MysqlPool).getConnection();
-        try {
-          await connection.query("BEGIN");
-          const result = await fn(db.bind(connection));
-          await connection.query(outcome === "commit" ? "COMMIT" : "ROLLBACK");
-          return result;
-        } catch (error) {
-          await connection.query("ROLLBACK");
-          throw error;
-        } finally {
-          connection.release();
-        }
-      },
+      withTransaction: async (fn, outcome) => inClientTransaction(await (db.executor.raw as MysqlPool).getConnection(), db, fn, outcome),
       tableName: (name) => `\`${schema}\`.\`${name}\``,
       execOn: (tx, text, params) => onConnection(tx as MysqlConnection, text, params),
       close: async () => {
