@@ -295,6 +295,42 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     expect(passedOn).toEqual(["/admin/jobsx", "/elsewhere"]);
   });
 
+  it("works mounted Express-style: req.url stripped of the mount path, originalUrl kept, body already parsed", async () => {
+    const dashboard = createDashboard({ db: t.db, basePath: BASE });
+    const mounted = createServer(async (req, res) => {
+      const full = req.url ?? "/";
+      if (!full.startsWith(BASE)) return void res.writeHead(404).end();
+      Object.assign(req, { originalUrl: full });
+      req.url = full.slice(BASE.length) || "/";
+      if (req.method === "POST") {
+        let text = "";
+        for await (const chunk of req) text += String(chunk);
+        Object.assign(req, { body: Object.fromEntries(new URLSearchParams(text)) });
+      }
+      dashboard(req, res, (error) => res.writeHead(error ? 500 : 404).end());
+    });
+    await new Promise<void>((resolve) => mounted.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(mounted.address() as AddressInfo).port}`;
+    try {
+      const id = await enqueue("express", null, { db: t.db, queue: "express-q" });
+      const page = await fetch(`${url}${BASE}`);
+      const body = await page.text();
+      expect(body).toContain(`action="${BASE}/jobs/${id}/cancel"`);
+      const cookie = page.headers.get("set-cookie")!.split(";")[0]!;
+      const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!;
+      const response = await fetch(`${url}${BASE}/jobs/${id}/cancel`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { "content-type": "application/x-www-form-urlencoded", cookie },
+        body: new URLSearchParams({ csrf }).toString(),
+      });
+      expect(response.status).toBe(303);
+      expect((await getJob(id, { db: t.db }))?.status).toBe("cancelled");
+    } finally {
+      await new Promise((resolve) => mounted.close(resolve));
+    }
+  });
+
   it("lists at most 20 jobs per section, newest first", async () => {
     const ids: number[] = [];
     for (let i = 0; i < 25; i++) ids.push(await enqueue("crash", { i }, { db: t.db, queue: "many-q" }));
