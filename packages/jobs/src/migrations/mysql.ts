@@ -43,6 +43,8 @@ export const mysqlMigrations: Migration[] = [
         neg_priority BIGINT AS (-priority) VIRTUAL,
         UNIQUE KEY jobs_idempotency_key (idempotency_key),
         UNIQUE KEY jobs_dedup_key_active (dedup_active),
+        -- The loser of a dedup race re-reads the winner by dedup_key (not dedup_active).
+        KEY jobs_dedup_key (dedup_key),
         KEY jobs_claim (status, queue, neg_priority, id),
         KEY jobs_running (status, locked_until),
         KEY jobs_claim_token (claim_token),
