@@ -46,42 +46,50 @@ describe("src/worker.ts as a process (postgres)", () => {
     return ((await response.json()) as { jobIds: number[] }).jobIds[0]!;
   }
 
-  it("on SIGTERM, finishes the mail it is sending, then exits 0", async () => {
+  /**
+   * A worker process caught mid-send: the SMTP server holds its reply until `release()`, and
+   * the worker has been sent one SIGTERM (and said so).
+   */
+  async function midSendAfterSigterm(campaign: string) {
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     let receiving!: () => void;
     const inSend = new Promise<void>((resolve) => (receiving = resolve));
     const smtp = await startSmtp({ beforeAccept: () => (receiving(), held) });
     const worker = spawnWorker(env, smtp.url);
+    const cleanup = async () => {
+      release();
+      worker.child.kill("SIGKILL");
+      await smtp.close();
+    };
     try {
-      const id = await sendOne("graceful");
-      await inSend; // the worker is mid-send: the SMTP server holds its reply
+      const id = await sendOne(campaign);
+      await inSend;
       worker.child.kill("SIGTERM");
       await waitFor("the worker to acknowledge SIGTERM", async () => worker.output.join("").includes("SIGTERM: finishing running jobs"));
+      return { id, smtp, worker, release, cleanup };
+    } catch (error) {
+      await cleanup();
+      throw error;
+    }
+  }
+
+  it("on SIGTERM, finishes the mail it is sending, then exits 0", async () => {
+    const { id, smtp, worker, release, cleanup } = await midSendAfterSigterm("graceful");
+    try {
       expect(worker.child.exitCode).toBeNull();
       release();
       expect(await worker.exited).toBe(0);
       expect(await getJob(id, { db: env.db.jobs })).toMatchObject({ status: "done", attempts: 1 });
       expect(smtp.messages).toHaveLength(1);
     } finally {
-      release();
-      worker.child.kill("SIGKILL");
-      await smtp.close();
+      await cleanup();
     }
   });
 
   it("a second SIGTERM exits at once, mid-send", async () => {
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let receiving!: () => void;
-    const inSend = new Promise<void>((resolve) => (receiving = resolve));
-    const smtp = await startSmtp({ beforeAccept: () => (receiving(), held) });
-    const worker = spawnWorker(env, smtp.url);
+    const { id, worker, cleanup } = await midSendAfterSigterm("impatient");
     try {
-      const id = await sendOne("impatient");
-      await inSend;
-      worker.child.kill("SIGTERM");
-      await waitFor("the first SIGTERM", async () => worker.output.join("").includes("SIGTERM: finishing running jobs"));
       const t = Date.now();
       worker.child.kill("SIGTERM");
       expect(await worker.exited).toBe(1);
@@ -90,9 +98,7 @@ describe("src/worker.ts as a process (postgres)", () => {
       // Never completed: the job's lease runs out and another worker will take it over.
       expect((await getJob(id, { db: env.db.jobs }))?.status).toBe("running");
     } finally {
-      release();
-      worker.child.kill("SIGKILL");
-      await smtp.close();
+      await cleanup();
     }
   });
 

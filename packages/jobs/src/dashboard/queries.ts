@@ -1,4 +1,6 @@
 import type { JobsDatabase } from "../db/database.js";
+import { toDate } from "../job-row.js";
+import { parseJson } from "../payload.js";
 import type { JobStatus } from "../types.js";
 
 /** One row of a dashboard list: what the page shows, nothing more. */
@@ -58,8 +60,8 @@ function toSummary(row: SummaryRow, db: JobsDatabase): JobSummary {
     attempts: Number(row.attempts),
     maxAttempts: Number(row.max_attempts),
     lastError: row.last_error,
-    payload: jsonColumn(row.payload, db),
-    progress: jsonColumn(row.progress, db),
+    payload: parseJson(row.payload, db.dialect),
+    progress: parseJson(row.progress, db.dialect),
     runAt: dateColumn(row.run_at),
     heartbeatAt: dateColumn(row.heartbeat_at),
     lockedBy: row.locked_by ?? null,
@@ -67,23 +69,6 @@ function toSummary(row: SummaryRow, db: JobsDatabase): JobSummary {
   };
 }
 
-/** pg parses jsonb itself; SQLite and MariaDB hand back text. A display never throws on a bad value. */
-function jsonColumn(value: unknown, db: JobsDatabase): unknown {
-  if (value === null || value === undefined) return null;
-  if (db.dialect === "postgres") return value;
-  const text = Buffer.isBuffer(value) ? value.toString("utf8") : value;
-  if (typeof text !== "string") return text;
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return text;
-  }
-}
-
-/** Timestamps arrive as Date (pg, mysql2) or epoch milliseconds (SQLite). */
 function dateColumn(value: unknown): Date | null {
-  if (value === null || value === undefined) return null;
-  if (value instanceof Date) return value;
-  const date = new Date(typeof value === "string" && !/^\d+(\.\d+)?$/.test(value) ? value : Number(value));
-  return Number.isNaN(date.getTime()) ? null : date;
+  return value === null || value === undefined ? null : toDate(value);
 }
