@@ -11,14 +11,14 @@ export interface Completion {
   result: string | null;
 }
 
-const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | string }>> = {
+const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | string; claim_token: string }>> = {
   // Fenced: a row whose token changed (taken over) or that is no longer running is left alone.
   postgres: (db) => `
     UPDATE ${db.table} AS j
     SET status = 'done', result = v.result::jsonb, finished_at = now(), updated_at = now(), locked_until = NULL
     FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
     WHERE j.id = v.id AND j.claim_token = v.token AND j.status = 'running'
-    RETURNING j.id`,
+    RETURNING j.id, j.claim_token::text AS claim_token`,
   // The three arrays arrive as JSON; json_each numbers their elements alike (key).
   sqlite: (db) => `
     UPDATE ${db.table} AS j
@@ -26,35 +26,48 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
     FROM (SELECT i.value AS id, t.value AS token, r.value AS result
           FROM json_each($1) AS i JOIN json_each($2) AS t ON t.key = i.key JOIN json_each($3) AS r ON r.key = i.key) AS v
     WHERE j.id = v.id AND j.claim_token = v.token AND j.status = 'running'
-    RETURNING id`,
-  // No UPDATE … RETURNING: lock the rows still ours, then update exactly those.
+    RETURNING id, claim_token`,
+  // No UPDATE … RETURNING: lock the rows still ours, then update exactly those. A batch may
+  // hold two runs of one job (a stale run and its successor, finishing together): match on
+  // (id, token), never on the id alone, or the stale run's result could land.
   mysql: (db) => (executor, [ids, tokens, results]) =>
     executor.transaction(async (tx) => {
-      const tokenOf = new Map((ids as number[]).map((id, i) => [id, (tokens as string[])[i]]));
       const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
         `SELECT id, claim_token FROM ${db.table} WHERE id IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
         [ids],
       );
-      const kept = rows.filter((r) => tokenOf.get(Number(r.id)) === r.claim_token).map((r) => ({ id: Number(r.id) }));
+      const current = new Map(rows.map((r) => [Number(r.id), r.claim_token]));
+      const kept = (ids as number[])
+        .map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string, result: (results as (string | null)[])[i] ?? null }))
+        .filter((c) => current.get(c.id) === c.claim_token);
       if (kept.length > 0) {
         await tx.query(
           `UPDATE ${db.table}
            SET status = 'done', result = ELT(FIELD(id, $1), $2), finished_at = ${MYSQL_NOW}, updated_at = ${MYSQL_NOW}, locked_until = NULL
-           WHERE id IN ($3)`,
-          [ids, results, kept.map((k) => k.id)],
+           WHERE id IN ($1)`,
+          [kept.map((k) => k.id), kept.map((k) => k.result)],
         );
       }
-      return { rows: kept, rowCount: kept.length };
+      return { rows: kept.map(({ id, claim_token }) => ({ id, claim_token })), rowCount: kept.length };
     }),
 };
 
-/** Marks jobs done in one statement; returns the ids that were still ours (the rest were fenced). */
-export async function completeJobs(db: JobsDatabase, completions: readonly Completion[]): Promise<Set<number>> {
+/**
+ * Marks jobs done in one statement; returns the claim tokens that were still current (the
+ * rest were fenced). Tokens, not ids: two runs of one job can sit in the same batch.
+ */
+export async function completeRuns(db: JobsDatabase, completions: readonly Completion[]): Promise<Set<string>> {
   if (completions.length === 0) return new Set();
-  const { rows } = await runSql<{ id: number | string }>(db.executor, forDialect(COMPLETE, db.dialect, "complete")(db), [
+  const { rows } = await runSql<{ id: number | string; claim_token: string }>(db.executor, forDialect(COMPLETE, db.dialect, "complete")(db), [
     completions.map((c) => c.id),
     completions.map((c) => c.token),
     completions.map((c) => c.result),
   ]);
-  return new Set(rows.map((r) => Number(r.id)));
+  return new Set(rows.map((r) => String(r.claim_token)));
+}
+
+/** Marks jobs done; returns the ids whose completion was kept. */
+export async function completeJobs(db: JobsDatabase, completions: readonly Completion[]): Promise<Set<number>> {
+  const kept = await completeRuns(db, completions);
+  return new Set(completions.filter((c) => kept.has(c.token)).map((c) => c.id));
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { Batcher } from "./batcher.js";
 import { claimJobs, type ClaimedJob } from "./claim.js";
-import { completeJobs, type Completion } from "./complete.js";
+import { completeRuns, type Completion } from "./complete.js";
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { JobError } from "./errors.js";
@@ -109,8 +109,9 @@ export class Worker {
     this.deps = { db: this.db, lease, emitter: this.emitter, logger: options.logger ?? silentLogger };
     this.completions = new Batcher(
       async (items) => {
-        const kept = await completeJobs(this.db, items);
-        return items.map((c) => kept.has(c.id));
+        // By token, not id: a stale run and its successor may complete in the same batch.
+        const kept = await completeRuns(this.db, items);
+        return items.map((c) => kept.has(c.token));
       },
       (error) => this.error(error, "completing jobs"),
     );
