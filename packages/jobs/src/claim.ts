@@ -39,6 +39,7 @@ interface ClaimRow {
   created_at: unknown;
   run_at: unknown;
   claim_token: string;
+  trace_context: unknown;
 }
 
 export interface ClaimRequest {
@@ -49,7 +50,7 @@ export interface ClaimRequest {
   workerId: string;
 }
 
-const CLAIMED_COLUMNS = "id, queue, task, payload, priority, attempts, max_attempts, progress, tenant, created_at, run_at, claim_token";
+const CLAIMED_COLUMNS = "id, queue, task, payload, priority, attempts, max_attempts, progress, tenant, created_at, run_at, claim_token, trace_context";
 
 const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
   // SKIP LOCKED: concurrent claimers pass over each other's rows instead of waiting on them.
@@ -66,7 +67,7 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
         locked_until = now() + make_interval(secs => $3), heartbeat_at = now(), locked_by = $4, updated_at = now()
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.queue, j.task, j.payload, j.priority, j.attempts, j.max_attempts, j.progress, j.tenant,
-              j.created_at, j.run_at, j.claim_token::text AS claim_token`,
+              j.created_at, j.run_at, j.claim_token::text AS claim_token, j.trace_context`,
   // SQLite has a single writer: BEGIN IMMEDIATE takes the write lock before the claim reads,
   // so two claimers never pick the same rows (nor meet SQLITE_BUSY half-way). $1 is JSON.
   sqlite: (db) => (executor, params) =>
@@ -135,5 +136,6 @@ function toClaimed(row: ClaimRow, dialect: DialectName): ClaimedJob {
     createdAt: toDate(row.created_at),
     runAt: toDate(row.run_at),
     token: String(row.claim_token),
+    traceContext: parseJson(row.trace_context, dialect),
   };
 }

@@ -47,7 +47,7 @@ export function connect(url?: string, options: ConnectOptions = {}): JobsDatabas
   if (/^postgres(ql)?:\/\//i.test(target)) {
     executor = new PgPoolExecutor(createPgPool(target, options.poolSize), true);
   } else if (/^(mysql|mariadb):\/\//i.test(target)) {
-    executor = createMysqlExecutor(target.replace(/^mariadb:/i, "mysql:"));
+    executor = createMysqlExecutor(target.replace(/^mariadb:/i, "mysql:"), options.poolSize);
   } else if (/^sqlite:/i.test(target)) {
     const path = target.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
     if (!path) throw new JobError("sqlite URL needs a path: sqlite:./jobs.db or sqlite::memory:", "url");

@@ -5,6 +5,7 @@ import { mysqlNowPlus, refuseWarnings } from "./db/mysql.js";
 import { sqliteNowPlus } from "./db/sqlite.js";
 import { JobError } from "./errors.js";
 import { toJsonText } from "./payload.js";
+import { countEnqueued, withEnqueueSpan, type StoredTraceContext } from "./telemetry.js";
 import { forDialect, runSql, valuesList, type PerDialect, type Script } from "./sql.js";
 import type { PayloadOf } from "./types.js";
 import { checkInteger, checkKnownOptions, checkName, checkOptionalKey, checkSeconds } from "./validate.js";
@@ -71,6 +72,8 @@ interface NewJob {
   tenant: string | null;
   idempotencyKey: string | null;
   dedupKey: string | null;
+  /** JSON of the enqueuing span's context (OpenTelemetry), or null. */
+  trace: string | null;
 }
 
 function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQueue: string, maxPayloadBytes: number, where: string): NewJob {
@@ -92,6 +95,7 @@ function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQu
     tenant: checkOptionalKey(options.tenant, `${prefix}tenant`),
     idempotencyKey: checkOptionalKey(options.idempotencyKey, `${prefix}idempotencyKey`),
     dedupKey: checkOptionalKey(options.dedupKey, `${prefix}dedupKey`),
+    trace: null,
   };
 }
 
@@ -110,8 +114,14 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   checkOptionsObject(options, ENQUEUE_KEYS, "enqueue");
   const db = resolveDb(options.db);
   const job = prepare(task, payload, options, "default", db.settings.maxPayloadBytes, "");
-  const [id] = await insertJobs(db, db.executor, [job]);
+  const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) => insertJobs(db, db.executor, [traced(job, trace)]));
+  countEnqueued([job]);
   return id as number;
+}
+
+function traced(job: NewJob, trace: StoredTraceContext | null): NewJob {
+  if (trace) job.trace = JSON.stringify(trace);
+  return job;
 }
 
 /** Enqueues many jobs, all or nothing, one round trip per chunk; ids come back in input order. */
@@ -125,13 +135,19 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
     return prepare(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, `items[${i}]`);
   });
   if (jobs.length === 0) return [];
-  const chunks = chunked(jobs, forDialect(CHUNK, db.dialect, "chunk size"));
-  if (chunks.length === 1) return insertJobs(db, db.executor, jobs);
-  return db.executor.transaction(async (tx) => {
-    const ids: number[] = [];
-    for (const chunk of chunks) ids.push(...(await insertJobs(db, tx, chunk)));
-    return ids;
+  const first = jobs[0] as NewJob;
+  const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {
+    for (const job of jobs) traced(job, trace);
+    const chunks = chunked(jobs, forDialect(CHUNK, db.dialect, "chunk size"));
+    if (chunks.length === 1) return insertJobs(db, db.executor, jobs);
+    return db.executor.transaction(async (tx) => {
+      const all: number[] = [];
+      for (const chunk of chunks) all.push(...(await insertJobs(db, tx, chunk)));
+      return all;
+    });
   });
+  countEnqueued(jobs);
+  return ids;
 }
 
 function chunked(jobs: NewJob[], limit: { rows: number; bytes: number }): NewJob[][] {
@@ -158,17 +174,17 @@ interface InsertedRow {
   dedup_key: string | null;
 }
 
-const INSERT_COLUMNS = "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key";
+const INSERT_COLUMNS = "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context";
 
 const INSERT: PerDialect<(db: JobsDatabase, rows: number) => string | Script<InsertedRow>> = {
   // One statement for one row or thousands: arrays in, ids out, a NOTIFY per queue that has
   // a job ready now. ON CONFLICT without a target covers both key indexes.
   postgres: (db) => `
     WITH ins AS (
-      INSERT INTO ${db.table} (queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key)
-      SELECT q, t, p::jsonb, pr, ma, now() + make_interval(secs => d), tn, ik, dk
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::float8[], $7::text[], $8::text[], $9::text[])
-        WITH ORDINALITY AS v(q, t, p, pr, ma, d, tn, ik, dk, ord)
+      INSERT INTO ${db.table} (${INSERT_COLUMNS})
+      SELECT q, t, p::jsonb, pr, ma, now() + make_interval(secs => d), tn, ik, dk, tc::jsonb
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::float8[], $7::text[], $8::text[], $9::text[], $11::text[])
+        WITH ORDINALITY AS v(q, t, p, pr, ma, d, tn, ik, dk, tc, ord)
       ORDER BY ord
       ON CONFLICT DO NOTHING
       RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
@@ -180,7 +196,7 @@ const INSERT: PerDialect<(db: JobsDatabase, rows: number) => string | Script<Ins
   // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
   sqlite: (db, rows) => `
     INSERT INTO ${db.table} (${INSERT_COLUMNS})
-    VALUES ${valuesList(rows, 9, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${sqliteNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)})`)}
+    VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${sqliteNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedup_key`,
   // INSERT IGNORE … RETURNING returns the inserted rows only, like ON CONFLICT DO NOTHING
@@ -191,7 +207,7 @@ const INSERT: PerDialect<(db: JobsDatabase, rows: number) => string | Script<Ins
     executor.transaction(async (tx) => {
       const inserted = await tx.query<InsertedRow>(
         `INSERT IGNORE INTO ${db.table} (${INSERT_COLUMNS})
-         VALUES ${valuesList(rows, 9, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${mysqlNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)})`)}
+         VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${mysqlNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
          RETURNING id, idempotency_key, dedup_key`,
         params,
       );
@@ -213,6 +229,7 @@ function insertParams(db: JobsDatabase, jobs: NewJob[]): unknown[] {
       jobs.map((j) => j.idempotencyKey),
       jobs.map((j) => j.dedupKey),
       db.channel,
+      jobs.map((j) => j.trace),
     ];
   }
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
@@ -220,7 +237,7 @@ function insertParams(db: JobsDatabase, jobs: NewJob[]): unknown[] {
     if (j.delay > MAX_DELAY_SECONDS) {
       throw new JobError(`availableIn must be at most ${MAX_DELAY_SECONDS} seconds (1000 years), got ${j.delay}`, "availableIn");
     }
-    return [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey];
+    return [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey, j.trace];
   });
 }
 

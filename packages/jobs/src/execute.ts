@@ -9,6 +9,7 @@ import { extendLeases } from "./lease.js";
 import type { Logger } from "./logger.js";
 import { toJsonText } from "./payload.js";
 import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
+import { withExecutionSpan } from "./telemetry.js";
 
 /** What one run of a handler came to, before anything is written. */
 export type RunOutcome =
@@ -73,6 +74,10 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
       return saved;
     },
   };
+  return withExecutionSpan(info, job.traceContext, () => invoke(handler, job, ctx), (o) => (o.kind === "threw" ? o.error : undefined));
+}
+
+async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext): Promise<RunOutcome> {
   try {
     const value = await handler(job.payload, ctx);
     try {

@@ -5,6 +5,7 @@ export { getJob, pendingCount, statusCounts, type ReadOptions } from "./status.j
 export { heartbeat, DEFAULT_LEASE_SECONDS } from "./lease.js";
 export { reclaim, WORKER_LOST_PREFIX, type ReclaimOptions, type ReclaimedJob } from "./reclaim.js";
 export { cancelJob, retryJob, prune } from "./admin.js";
+export { observeQueueDepth } from "./queue-metrics.js";
 export { migrate, migrationSql, schemaVersion, latestVersion, type MigrateResult } from "./migrate.js";
 export { connect, closeDefaultDatabase, DEFAULT_SQLITE_FILE, type ConnectOptions, type DbLike } from "./connect.js";
 export { JobsDatabase, TABLE_NAME } from "./db/database.js";

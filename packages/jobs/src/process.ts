@@ -8,6 +8,7 @@ import { silentLogger, type Logger } from "./logger.js";
 import type { Handlers } from "./types.js";
 import { checkInteger, checkKnownOptions, checkName, checkSeconds } from "./validate.js";
 import { randomUUID } from "node:crypto";
+import { instrumentEmitter } from "./telemetry.js";
 
 export interface ProcessOptions {
   queue?: string;
@@ -21,12 +22,14 @@ export interface ProcessOptions {
 const PROCESS_KEYS = ["queue", "db", "lease", "events", "logger"];
 
 function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
+  const emitter = new WorkerEmitter(options.events);
+  instrumentEmitter(emitter);
   return {
     queue: options.queue === undefined ? "default" : checkName(options.queue, "queue"),
     deps: {
       db: resolveDb(options.db),
       lease: options.lease === undefined ? DEFAULT_LEASE_SECONDS : checkSeconds(options.lease, "lease", 0.001),
-      emitter: new WorkerEmitter(options.events),
+      emitter,
       logger: options.logger ?? silentLogger,
     },
   };

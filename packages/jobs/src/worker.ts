@@ -15,6 +15,7 @@ import { reclaimJobs } from "./reclaim.js";
 import type { Handlers, JobInfo } from "./types.js";
 import { checkInteger, checkKnownOptions, checkName, checkSeconds } from "./validate.js";
 import { Wakeups } from "./wakeups.js";
+import { instrumentEmitter } from "./telemetry.js";
 
 export interface WorkerOptions {
   /** A queue name or a list of them. Default "default". */
@@ -106,6 +107,7 @@ export class Worker {
       throw new JobError("runWorker needs a pool or a database from connect(), not a single client: it runs several statements at once", "db");
     }
     this.emitter = new WorkerEmitter(options.events);
+    instrumentEmitter(this.emitter);
     this.deps = { db: this.db, lease, emitter: this.emitter, logger: options.logger ?? silentLogger };
     this.completions = new Batcher(
       async (items) => {
