@@ -1,0 +1,16 @@
+import type * as Jobs from "../../packages/jobs/src/index.ts";
+
+export type Forge = typeof Jobs;
+
+/**
+ * @forge/jobs as it is in the work tree: its TypeScript source through tsx (no build step, and
+ * always what the other packages' authors have just written). BENCH_FORGE_ENTRY=dist uses the
+ * built package instead (`pnpm --filter @forge/jobs build` first).
+ */
+let loaded: Promise<Forge> | null = null;
+export function loadForge(): Promise<Forge> {
+  loaded ??= (process.env.BENCH_FORGE_ENTRY === "dist"
+    ? import("@forge/jobs")
+    : import(new URL("../../packages/jobs/src/index.ts", import.meta.url).href)) as Promise<Forge>;
+  return loaded;
+}

@@ -1,0 +1,118 @@
+/** Where the databases are and how big each measure is. Override with BENCH_* variables. */
+export const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+export const MARIADB_URL = process.env.BENCH_MARIADB_URL ?? "mysql://root@127.0.0.1:3306/test";
+export const SQLITE_DIR = process.env.BENCH_SQLITE_DIR ?? "/tmp/forge-bench-sqlite";
+
+/** One schema per system, so no system sees another's tables. */
+export const SCHEMA = {
+  forge: "bench_forge",
+  forge1m: "bench_forge_1m",
+  forgeScale: "bench_forge_scale",
+  graphile: "bench_graphile",
+  pgboss: "bench_pgboss",
+  pgbossNotify: "bench_pgboss_notify",
+  raw: "bench_raw",
+} as const;
+
+export interface Sizes {
+  rounds: number;
+  enqueueOne: number;
+  enqueueBulk: number;
+  processing: number;
+  concurrencies: number[];
+  latencySamples: number;
+  latencyRate: number;
+  scaleJobs: number;
+  scaleProcesses: number;
+  scaleConcurrency: number;
+  bloatRows: number;
+  bloatJobs: number;
+  backendJobs: number;
+  backendEnqueueOne: number;
+  backendLatencySamples: number;
+  profileJobs: number;
+  /** Rounds for the SQLite and MariaDB measures (they are many: kept shorter). */
+  backendRounds: number;
+  /** Longest wait for an idle machine before each measured run, and in all, in ms. */
+  quietWaitMs: number;
+  quietBudgetMs: number;
+  /** A single run gives up after this many seconds (its rate is then what it managed). */
+  runTimeoutS: number;
+}
+
+export const FULL: Sizes = {
+  rounds: 3,
+  enqueueOne: 2000,
+  enqueueBulk: 20000,
+  processing: 20000,
+  concurrencies: [1, 10, 50],
+  latencySamples: 500,
+  latencyRate: 50,
+  scaleJobs: 40000,
+  scaleProcesses: 8,
+  scaleConcurrency: 50,
+  bloatRows: 1_000_000,
+  bloatJobs: 20000,
+  backendJobs: 10000,
+  backendEnqueueOne: 1000,
+  backendLatencySamples: 250,
+  profileJobs: 20000,
+  backendRounds: 2,
+  quietWaitMs: 15_000,
+  quietBudgetMs: 240_000,
+  runTimeoutS: 12,
+};
+
+export const QUICK: Sizes = {
+  rounds: 1,
+  enqueueOne: 300,
+  enqueueBulk: 5000,
+  processing: 5000,
+  concurrencies: [1, 10, 50],
+  latencySamples: 100,
+  latencyRate: 50,
+  scaleJobs: 10000,
+  scaleProcesses: 8,
+  scaleConcurrency: 50,
+  bloatRows: 1_000_000,
+  bloatJobs: 5000,
+  backendJobs: 3000,
+  backendEnqueueOne: 300,
+  backendLatencySamples: 50,
+  profileJobs: 5000,
+  backendRounds: 1,
+  quietWaitMs: 1_000,
+  quietBudgetMs: 15_000,
+  runTimeoutS: 4,
+};
+
+export const MEASURES = ["enqueue-one", "enqueue-bulk", "processing", "latency", "backends", "scale", "bloat", "profile"] as const;
+export type MeasureName = (typeof MEASURES)[number];
+
+export interface Args {
+  quick: boolean;
+  only: MeasureName[] | null;
+  rounds: number | null;
+  save: boolean;
+}
+
+export function parseArgs(argv: string[]): Args {
+  const args: Args = { quick: false, only: null, rounds: null, save: true };
+  for (const arg of argv) {
+    if (arg === "--") continue;
+    if (arg === "--quick") args.quick = true;
+    else if (arg === "--no-save") args.save = false;
+    else if (arg.startsWith("--rounds=")) args.rounds = Number(arg.slice(9));
+    else if (arg.startsWith("--only=")) {
+      const names = arg.slice(7).split(",").filter(Boolean);
+      for (const n of names) {
+        if (!(MEASURES as readonly string[]).includes(n)) throw new Error(`unknown measure ${n}; choose from ${MEASURES.join(", ")}`);
+      }
+      args.only = names as MeasureName[];
+    } else if (arg === "--help" || arg === "-h") {
+      console.log(`pnpm bench [--quick] [--only=${MEASURES.join("|")}[,…]] [--rounds=N] [--no-save]`);
+      process.exit(0);
+    } else throw new Error(`unknown option ${arg} (try --help)`);
+  }
+  return args;
+}

@@ -1,0 +1,74 @@
+import { value, type Results, type Table } from "./report.js";
+
+export interface TargetLine {
+  target: string;
+  measured: string;
+  met: boolean | null;
+}
+
+const find = (r: Results, id: string): Table | undefined => r.tables.find((t) => t.id === id);
+const v = (t: Table | undefined, system: string, column = "jobs/s") => {
+  const row = t?.rows.find((x) => x.system === system);
+  return row ? value(row, column) : NaN;
+};
+const x = (n: number) => (Number.isFinite(n) ? `${n.toFixed(2)}×` : "–");
+const ms = (n: number) => (Number.isFinite(n) ? `${n.toFixed(2)} ms` : "–");
+const ok = (n: number, cond: (n: number) => boolean) => (Number.isFinite(n) ? cond(n) : null);
+
+/** The issue's goals for our queue, read off the tables (information, never a pass/fail). */
+export function targets(r: Results): TargetLine[] {
+  const lines: TargetLine[] = [];
+  const p10 = find(r, "processing-c10");
+  if (p10) {
+    const ours = v(p10, "forge");
+    const peers = p10.rows.filter((row) => !["forge", "raw"].includes(row.system.split(":")[0]!));
+    const best = peers.reduce((b, row) => (value(row, "jobs/s") > b.v ? { v: value(row, "jobs/s"), label: row.label } : b), { v: -Infinity, label: "" });
+    const vsPeer = ours / best.v;
+    lines.push({ target: "processing at concurrency 10 ≥ 1.5× the best peer configuration", measured: `${x(vsPeer)} (best peer: ${best.label})`, met: ok(vsPeer, (n) => n >= 1.5) });
+    const vsRaw = ours / v(p10, "raw:batch100");
+    lines.push({ target: "processing at concurrency 10 ≥ 0.6× the raw batched ceiling", measured: x(vsRaw), met: ok(vsRaw, (n) => n >= 0.6) });
+  }
+  const one = find(r, "enqueue-one");
+  if (one) {
+    const k = v(one, "forge") / v(one, "graphile");
+    lines.push({ target: "enqueue one by one ≥ 2× graphile-worker", measured: x(k), met: ok(k, (n) => n >= 2) });
+  }
+  const bulk = find(r, "enqueue-bulk");
+  if (bulk) {
+    const k = v(bulk, "forge") / v(bulk, "graphile");
+    lines.push({ target: "bulk enqueue ≥ 2× graphile-worker's addJobs", measured: x(k), met: ok(k, (n) => n >= 2) });
+  }
+  const lat = find(r, "latency");
+  if (lat) {
+    const d = v(lat, "forge", "p50") - v(lat, "raw", "p50");
+    lines.push({ target: "latency p50 within 0.5 ms of raw LISTEN/NOTIFY", measured: `${ms(v(lat, "forge", "p50"))} vs ${ms(v(lat, "raw", "p50"))} (${d >= 0 ? "+" : ""}${ms(d)})`, met: ok(d, (n) => n <= 0.5) });
+    const p99 = v(lat, "forge", "p99");
+    lines.push({ target: "latency p99 ≤ 8 ms", measured: ms(p99), met: ok(p99, (n) => n <= 8) });
+  }
+  const scale = find(r, "scale");
+  if (scale && scale.rows.length === 2) {
+    const k = value(scale.rows[1]!, "jobs/s") / value(scale.rows[0]!, "jobs/s");
+    lines.push({ target: "8 processes keep ≥ 80% of the single-process rate", measured: x(k), met: ok(k, (n) => n >= 0.8) });
+  }
+  const bloat = find(r, "bloat");
+  if (bloat) {
+    const k = v(bloat, "forge-1m") / v(bloat, "forge");
+    lines.push({ target: "1M finished rows slow the claim by ≤ 20%", measured: `${x(k)} of the empty-table rate`, met: ok(k, (n) => n >= 0.8) });
+  }
+  return lines;
+}
+
+export function printTargets(r: Results): void {
+  const lines = targets(r);
+  if (!lines.length) return;
+  console.log("\n== The issue's targets for @forge/jobs (information only) ==");
+  for (const l of lines) console.log(`  ${l.met === null ? "?" : l.met ? "met    " : "not met"}  ${l.target}: ${l.measured}`);
+}
+
+export function markdownTargets(r: Results): string {
+  const lines = targets(r);
+  if (!lines.length) return "";
+  const out = ["### Targets of the issue (read off the tables above)", "", "| target | measured | met |", "| --- | --- | --- |"];
+  for (const l of lines) out.push(`| ${l.target} | ${l.measured} | ${l.met === null ? "?" : l.met ? "yes" : "no"} |`);
+  return out.join("\n");
+}

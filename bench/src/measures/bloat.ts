@@ -1,0 +1,71 @@
+import { performance } from "node:perf_hooks";
+import { PG_URL, SCHEMA } from "../lib/env.js";
+import type { Row } from "../lib/report.js";
+import { rotate } from "../lib/stats.js";
+import { ForgeSystem } from "../systems/forge.js";
+import { pgForgeAdmin } from "../systems/pg-admin.js";
+import { addCosts, addSample, COST_COLUMNS, processingRun, type Ctx } from "./common.js";
+
+/**
+ * Claim rate with 1,000,000 finished jobs in the table against an empty table: the same
+ * processing run (concurrency 10, defaults) in two schemas. The done rows are written once with
+ * one INSERT … SELECT FROM generate_series, then VACUUM ANALYZE (what autovacuum would have done
+ * by the time a real table got there); jobs processed during the runs stay as done rows too.
+ */
+export async function run(ctx: Ctx): Promise<void> {
+  const { bloatRows, bloatJobs: n, rounds } = ctx.sizes;
+  const admin = ctx.admin;
+  const empty = new ForgeSystem("forge", "@forge/jobs, empty table", "postgres", PG_URL, SCHEMA.forge, pgForgeAdmin(admin));
+  const base = pgForgeAdmin(admin);
+  // Never truncate the fixture: between runs only leftovers that are not done go.
+  const full = new ForgeSystem("forge-1m", `@forge/jobs, ${bloatRows.toLocaleString("en-US")} done rows`, "postgres", PG_URL, SCHEMA.forge1m, {
+    reset: async (table) => {
+      await admin.query(`DELETE FROM ${table} WHERE status <> 'done'`);
+    },
+    unfinished: base.unfinished,
+  });
+  await empty.prepare();
+  await full.prepare();
+  const table = full.table;
+  const have = Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${table} WHERE status = 'done'`)).rows[0]!.n);
+  if (have < bloatRows) {
+    const t0 = performance.now();
+    await admin.query(`TRUNCATE ${table}`);
+    await admin.query(`
+      INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, finished_at, result)
+      SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1,
+             now() - interval '1 day', now() - interval '1 day', now() - interval '1 day', now() - interval '1 day', NULL
+      FROM generate_series(1, $1::int) AS g`, [bloatRows]);
+    await admin.query(`VACUUM ANALYZE ${table}`);
+    console.log(`  wrote ${bloatRows} done rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  } else {
+    console.log(`  reusing ${have} done rows in ${table}`);
+  }
+  const size = (await admin.query<{ s: string }>(`SELECT pg_size_pretty(pg_total_relation_size('${table}')) AS s`)).rows[0]!.s;
+  const rows = new Map<ForgeSystem, Row>(
+    [empty, full].map((s) => [s, { system: s.id, label: s.label, config: "runWorker({ concurrency: 10 }), defaults", samples: {} }]),
+  );
+  for (let r = 0; r < rounds; r++) {
+    process.stdout.write(`  bloat round ${r + 1}:`);
+    for (const s of rotate([empty, full], r)) {
+      const res = await processingRun(s, "default", 10, n, ctx.sizes.runTimeoutS, admin);
+      addSample(rows.get(s)!, "jobs/s", res.rate);
+      addCosts(rows.get(s)!, res.costs);
+      process.stdout.write(` ${s.id} ${Math.round(res.rate)}`);
+    }
+    process.stdout.write("\n");
+  }
+  await empty.close();
+  await full.close();
+  ctx.publish({
+    id: "bloat",
+    title: `Claim rate with ${bloatRows.toLocaleString("en-US")} finished jobs in the table vs an empty table (${n} jobs, concurrency 10)`,
+    unit: "jobs/s",
+    better: "higher",
+    columns: ["jobs/s"],
+    costColumns: COST_COLUMNS,
+    ref: "forge",
+    rows: [...rows.values()],
+    notes: [`÷ ours here = ÷ the empty table. Table with the done rows: ${size} (heap + indexes).`],
+  });
+}

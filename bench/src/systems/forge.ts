@@ -1,0 +1,91 @@
+import { loadForge, type Forge } from "../forge.js";
+import { Unavailable, type Payload, type QueueSystem, type StartOptions, type WorkerHandle } from "./types.js";
+
+type JobsDb = ReturnType<Forge["connect"]>;
+
+/** What the harness needs from the backend itself: empty the table, count what is left. */
+export interface ForgeAdmin {
+  reset(table: string): Promise<void>;
+  unfinished(table: string): Promise<number>;
+}
+
+/** @forge/jobs through its public API, on any backend `connect()` takes. */
+export class ForgeSystem implements QueueSystem {
+  readonly variants = { processing: ["default"], latency: "default" };
+  private forge!: Forge;
+  private db!: JobsDb;
+
+  constructor(
+    readonly id: string,
+    readonly label: string,
+    readonly backend: "postgres" | "sqlite" | "mariadb",
+    private readonly url: string,
+    private readonly schema: string | undefined,
+    private readonly admin: ForgeAdmin,
+    private readonly workerOptions: Record<string, unknown> = {},
+  ) {}
+
+  describe(): string {
+    return Object.keys(this.workerOptions).length ? `runWorker ${JSON.stringify(this.workerOptions)}` : "runWorker with its defaults (prefetch = concurrency)";
+  }
+
+  private open(): JobsDb {
+    return this.forge.connect(this.url, this.schema ? { schema: this.schema } : {});
+  }
+
+  async prepare(): Promise<void> {
+    try {
+      this.forge = await loadForge();
+      this.db = this.open();
+      await this.forge.migrate({ db: this.db });
+    } catch (error) {
+      await this.db?.close().catch(() => undefined);
+      throw new Unavailable(`@forge/jobs on ${this.backend}: ${(error as Error).message.split("\n")[0]}`);
+    }
+  }
+
+  /** The driver object under our connection (e.g. the better-sqlite3 Database). */
+  get driver(): unknown {
+    return (this.db?.executor as { raw?: unknown } | undefined)?.raw;
+  }
+
+  get table(): string {
+    return this.db.table;
+  }
+
+  reset(): Promise<void> {
+    return this.admin.reset(this.db.table);
+  }
+
+  async enqueueOne(payload: Payload): Promise<void> {
+    await this.forge.enqueue("noop", payload, { db: this.db });
+  }
+
+  async enqueueBulk(payloads: Payload[]): Promise<void> {
+    await this.forge.enqueueMany(payloads.map((payload) => ({ task: "noop", payload })), { db: this.db });
+  }
+
+  async startWorker({ concurrency, onJob }: StartOptions): Promise<WorkerHandle> {
+    const db = this.open();
+    const controller = new AbortController();
+    const worker = this.forge.createWorker({ noop: (payload: Payload) => void onJob(payload) }, { db, concurrency, signal: controller.signal, ...this.workerOptions });
+    const started = new Promise<void>((resolve) => worker.on("worker:started", () => resolve()));
+    const running = worker.run();
+    await Promise.race([started, running]);
+    return {
+      stop: async () => {
+        controller.abort();
+        await running;
+        await db.close();
+      },
+    };
+  }
+
+  unfinished(): Promise<number> {
+    return this.admin.unfinished(this.db.table);
+  }
+
+  async close(): Promise<void> {
+    await this.db?.close();
+  }
+}
