@@ -63,7 +63,7 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
       FOR UPDATE SKIP LOCKED
     )
     UPDATE ${db.table} AS j
-    SET status = 'running', attempts = j.attempts + 1, claim_token = gen_random_uuid(),
+    SET status = 'running', attempts = j.attempts + 1, claim_token = gen_random_uuid(), started_at = now(),
         locked_until = now() + make_interval(secs => $3), heartbeat_at = now(), locked_by = $4, updated_at = now()
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.queue, j.task, j.payload, j.priority, j.attempts, j.max_attempts, j.progress, j.tenant,
@@ -74,7 +74,7 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
     executor.transaction((tx) =>
       tx.query<ClaimRow>(
         `UPDATE ${db.table}
-         SET status = 'running', attempts = attempts + 1, claim_token = ${SQLITE_UUID},
+         SET status = 'running', attempts = attempts + 1, claim_token = ${SQLITE_UUID}, started_at = ${SQLITE_NOW},
              locked_until = ${sqliteNowPlus("$3")}, heartbeat_at = ${SQLITE_NOW}, locked_by = $4, updated_at = ${SQLITE_NOW}
          WHERE id IN (
            SELECT id FROM ${db.table}
@@ -102,7 +102,7 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
       const ids = picked.rows.map((r) => Number(r.id));
       await tx.query(
         `UPDATE ${db.table}
-         SET status = 'running', attempts = attempts + 1, claim_token = ELT(FIELD(id, $1), $2),
+         SET status = 'running', attempts = attempts + 1, claim_token = ELT(FIELD(id, $1), $2), started_at = ${MYSQL_NOW},
              locked_until = ${mysqlNowPlus("$3")}, heartbeat_at = ${MYSQL_NOW}, locked_by = $4, updated_at = ${MYSQL_NOW}
          WHERE id IN ($1)`,
         [ids, ids.map(() => randomUUID()), lease, workerId],

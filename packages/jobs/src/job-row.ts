@@ -5,7 +5,7 @@ import type { Job, JobStatus } from "./types.js";
 /** Named columns only: adding a column never changes what older code reads. */
 export const JOB_COLUMNS =
   "id, queue, task, payload, status, priority, attempts, max_attempts, last_error, run_at, progress, result, tenant, " +
-  "idempotency_key, dedup_key, created_at, updated_at, finished_at, locked_until, heartbeat_at";
+  "idempotency_key, dedup_key, created_at, updated_at, finished_at, locked_until, heartbeat_at, started_at";
 
 export interface JobRow {
   id: number | string;
@@ -28,6 +28,7 @@ export interface JobRow {
   finished_at: unknown;
   locked_until: unknown;
   heartbeat_at: unknown;
+  started_at: unknown;
 }
 
 /** Database timestamps arrive as Date (pg, mysql2) or epoch milliseconds (SQLite). */
@@ -60,6 +61,7 @@ export function toJob(row: JobRow, dialect: DialectName): Job {
     dedupKey: row.dedup_key,
     createdAt: toDate(row.created_at),
     updatedAt: toDate(row.updated_at),
+    startedAt: toDateOrNull(row.started_at),
   };
   switch (row.status) {
     case "pending":

@@ -28,6 +28,8 @@ interface JobFields {
   dedupKey: string | null;
   createdAt: Date;
   updatedAt: Date;
+  /** When the latest run started (null before the first claim). */
+  startedAt: Date | null;
 }
 
 export type PendingJob = JobFields & { status: "pending" };

@@ -64,7 +64,7 @@ describe("forge-jobs CLI: usage", () => {
       const result = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
       expect(result.code).toBe(0);
       const files = await readdir(dir);
-      expect(files).toEqual(["001_forge_jobs_create_jobs.postgres.sql"]);
+      expect(files.sort()).toEqual(["001_forge_jobs_create_jobs.postgres.sql", "002_forge_jobs_add_started_at.postgres.sql"]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
       expect(again.stdout).toContain("already there");

@@ -41,6 +41,8 @@ describe.each(backends())("migrate ($name)", (backend) => {
       const sql = migrationSql(db);
       expect(sql[0]).toMatchObject({ version: 1, name: "create_jobs" });
       expect(sql[0]!.sql).toMatch(/CREATE TABLE/);
+      expect(sql.map((m) => m.version)).toEqual(Array.from({ length: latestVersion(backend.name) }, (_, i) => i + 1));
+      expect(migrationSql(db, 1).map((m) => m.version)).not.toContain(1);
       expect(await schemaVersion({ db })).toBe(0);
     } finally {
       await db.close();

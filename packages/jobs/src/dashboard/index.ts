@@ -7,9 +7,11 @@ import { escapeHtml } from "./escape.js";
 import { CSRF_FIELD, Csrf, readCookie } from "./csrf.js";
 import { latestJobs } from "./queries.js";
 import { NOTICES, renderPage, type Notice } from "./render.js";
+import type { Logger } from "../logger.js";
 
 export { escapeHtml } from "./escape.js";
 export { progressBar, formatAge } from "./render.js";
+
 
 export interface DashboardOptions {
   /** The queue database (from `connect()`, or a pool). */
@@ -27,6 +29,8 @@ export interface DashboardOptions {
    * processes serve the dashboard behind one address, so a form rendered by one is accepted by another.
    */
   secret?: string | Buffer;
+  /** Where a failure to read the queue is reported when no `next` handler takes it. Default silent. */
+  logger?: Logger;
 }
 
 /** A plain Node handler: mount it in any framework. `next` (Express/Connect style) gets what is not ours. */
@@ -142,8 +146,8 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
         next(error);
       } else {
         sendError(res, 500, "Internal Server Error", "The dashboard could not read the queue; see the server log.");
-        // Nobody else will report it.
-        console.error("forge-jobs dashboard:", error);
+        // Nobody else will report it: the logger, when the application gave one.
+        options.logger?.error({ err: error instanceof Error ? error.message : String(error) }, "forge-jobs dashboard: could not render");
       }
     });
   };

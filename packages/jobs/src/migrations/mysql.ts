@@ -55,4 +55,12 @@ export const mysqlMigrations: Migration[] = [
       // included, as on PostgreSQL and SQLite ("Key" ≠ "key", "k " ≠ "k").
     ],
   },
+  {
+    version: 2,
+    name: "add_started_at",
+    statements: ({ table }) => [
+      `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS started_at DATETIME(6) NULL`,
+      `CREATE INDEX IF NOT EXISTS jobs_recent_finished ON ${table} (queue, finished_at)`,
+    ],
+  },
 ];

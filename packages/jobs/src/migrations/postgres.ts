@@ -44,4 +44,13 @@ export const postgresMigrations: Migration[] = [
       `CREATE INDEX ${index("jobs_tenant")} ON ${table} (tenant, id) WHERE tenant IS NOT NULL`,
     ],
   },
+  {
+    version: 2,
+    name: "add_started_at",
+    // When the latest run started: wait time (started_at - run_at) on the dashboard and in metrics.
+    statements: ({ table, index }) => [
+      `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS started_at timestamptz`,
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_recent_finished")} ON ${table} (queue, finished_at) WHERE finished_at IS NOT NULL`,
+    ],
+  },
 ];

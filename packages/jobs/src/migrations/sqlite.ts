@@ -49,4 +49,15 @@ export const sqliteMigrations: Migration[] = [
       ];
     },
   },
+  {
+    version: 2,
+    name: "add_started_at",
+    statements: ({ table, index }) => {
+      const on = table.slice(table.lastIndexOf(".") + 1);
+      return [
+        `ALTER TABLE ${table} ADD COLUMN started_at INTEGER`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_recent_finished")} ON ${on} (queue, finished_at) WHERE finished_at IS NOT NULL`,
+      ];
+    },
+  },
 ];
