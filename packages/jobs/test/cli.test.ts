@@ -120,6 +120,24 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     expect(JSON.parse(one.stdout)).toEqual([expect.objectContaining({ queue: "mails", ready: 1, total: 2 })]);
   });
 
+  it("status --watch redraws until interrupted; with --json each frame is one JSON line", async () => {
+    await enqueue("w", null, { db: t.db, queue: "watched" });
+    let frames = 0;
+    const result = await cli(["status", "--watch", "0.1", "--json", "--queue", "watched", ...common], {
+      onStart: (child) => {
+        child.stdout!.on("data", (d: Buffer) => {
+          frames += d.toString().split("\n").filter(Boolean).length;
+          if (frames >= 3) child.kill("SIGINT");
+        });
+      },
+    });
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trim().split("\n").map((l) => JSON.parse(l) as { at: string; queues: { queue: string; ready: number }[] });
+    expect(lines.length).toBeGreaterThanOrEqual(3);
+    expect(lines[0]!.queues).toEqual([expect.objectContaining({ queue: "watched", ready: 1 })]);
+    expect(new Set(lines.map((l) => l.at)).size).toBe(lines.length);
+  });
+
   it("reclaim --lease 0 takes back running jobs", async () => {
     const id = await enqueue("stuck", null, { db: t.db, queue: "reclaim-cli", maxAttempts: 2 });
     await claimJobs(t.db, { queues: ["reclaim-cli"], limit: 1, lease: 600, workerId: "gone" });
