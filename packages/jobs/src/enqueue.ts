@@ -76,6 +76,17 @@ interface NewJob {
   trace: string | null;
 }
 
+/**
+ * A delay in seconds that every backend can add to its clock. Checked here, with the rest of
+ * the input, for every dialect: on PostgreSQL a huge one used to reach the INSERT and come back
+ * as the driver's "timestamp out of range" instead of a JobError.
+ */
+function checkDelay(value: unknown, field: string): number {
+  const delay = checkSeconds(value, field);
+  if (delay > MAX_DELAY_SECONDS) throw new JobError(`${field} must be at most ${MAX_DELAY_SECONDS} seconds (1000 years), got ${delay}`, field);
+  return delay;
+}
+
 function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQueue: string, maxPayloadBytes: number, where: string): NewJob {
   const prefix = where ? `${where}.` : "";
   const json = toJsonText(payload, `${prefix}payload`);
@@ -91,7 +102,7 @@ function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQu
     payload: json,
     priority: options.priority === undefined ? 0 : checkInteger(options.priority, `${prefix}priority`, -2_147_483_648),
     maxAttempts: options.maxAttempts === undefined ? 1 : checkInteger(options.maxAttempts, `${prefix}maxAttempts`, 1, 1_000_000),
-    delay: options.availableIn === undefined ? 0 : checkSeconds(options.availableIn, `${prefix}availableIn`),
+    delay: options.availableIn === undefined ? 0 : checkDelay(options.availableIn, `${prefix}availableIn`),
     tenant: checkOptionalKey(options.tenant, `${prefix}tenant`),
     idempotencyKey: checkOptionalKey(options.idempotencyKey, `${prefix}idempotencyKey`),
     dedupKey: checkOptionalKey(options.dedupKey, `${prefix}dedupKey`),
@@ -233,12 +244,7 @@ function insertParams(db: JobsDatabase, jobs: NewJob[]): unknown[] {
     ];
   }
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
-  return jobs.flatMap((j) => {
-    if (j.delay > MAX_DELAY_SECONDS) {
-      throw new JobError(`availableIn must be at most ${MAX_DELAY_SECONDS} seconds (1000 years), got ${j.delay}`, "availableIn");
-    }
-    return [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey, j.trace];
-  });
+  return jobs.flatMap((j) => [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey, j.trace]);
 }
 
 /**
