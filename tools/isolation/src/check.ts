@@ -246,6 +246,7 @@ function checkSourceFile(file: string, scope: Scope, violations: Violation[]): v
       if (reason) push(node.getStart(source), form, node.text, reason);
     } else {
       const text = node ? node.getText(source) : "";
+      if (form === "dynamic-import" && !text.includes("@forge/") && allowedDynamic(source, anchor)) return;
       push((node ?? anchor).getStart(source), form, text, "non-literal module specifier cannot be checked; use a string literal");
     }
   };
@@ -268,6 +269,28 @@ function checkSourceFile(file: string, scope: Scope, violations: Violation[]): v
     ts.forEachChild(node, (child) => visit(child, inJsDoc));
   };
   visit(source, false);
+}
+
+/**
+ * The one exemption, for code that must load a module the application names at run time (a CLI
+ * loading the app's handlers file): a non-literal `import()` whose statement carries the comment
+ * `isolation-allow-dynamic: <why>`. The reason is required, so every exemption is explained
+ * where a reviewer reads it; `require()` and anything naming `@forge/` are never exempt.
+ */
+export const ALLOW_DYNAMIC = /isolation-allow-dynamic:\s*\S.{3,}/;
+
+function allowedDynamic(source: ts.SourceFile, call: ts.Node): boolean {
+  let node: ts.Node | undefined = call;
+  while (node && !ts.isSourceFile(node)) {
+    const comments = [
+      ...(ts.getLeadingCommentRanges(source.text, node.getFullStart()) ?? []),
+      ...(ts.getTrailingCommentRanges(source.text, node.getEnd()) ?? []),
+    ];
+    if (comments.some((c) => ALLOW_DYNAMIC.test(source.text.slice(c.pos, c.end)))) return true;
+    if (ts.isStatement(node)) return false;
+    node = node.parent;
+  }
+  return false;
 }
 
 /** The form of a node that references a module, or undefined. */

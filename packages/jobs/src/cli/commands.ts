@@ -33,6 +33,7 @@ export async function loadHandlers(modulePath: string): Promise<Handlers> {
   const url = pathToFileURL(resolve(modulePath)).href;
   let loaded: Record<string, unknown>;
   try {
+    // isolation-allow-dynamic: the application's handlers module, named on the command line
     loaded = (await import(url)) as Record<string, unknown>;
   } catch (error) {
     throw new UsageError(`cannot load handlers module ${modulePath}: ${(error as Error).message.split("\n")[0]}`);
