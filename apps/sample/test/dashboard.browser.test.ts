@@ -101,13 +101,35 @@ describe("the dashboard in headless Chromium (postgres)", () => {
     };
     const running = processOne(slowImport, { queue: "imports", db: env.db.jobs });
     await checkpointed;
-    // And one more failure, for the picture.
+    // And one more failure, and the last mail sent, for the picture.
     await processOne(failing, { queue: "mails", db: env.db.jobs });
+    expect(await processOne({ [MAIL_JOB_TASK]: () => undefined }, { queue: "mails", db: env.db.jobs })).toBe(true);
     await page.reload();
     const bar = page.locator(`#running tr#job-${imported.jobId} progress`);
     expect([await bar.getAttribute("value"), await bar.getAttribute("max")]).toEqual(["120", "400"]);
     await expect(page.locator(`#running tr#job-${imported.jobId} .pct`).textContent()).resolves.toBe("30%");
     expect(await count("imports", "running")).toBe("1");
+
+    // The last hour's chart of the mails queue, drawn from those jobs: one sent, one failed
+    // for good (the retried one is pending again, the cancelled one is not charted).
+    const chart = page.locator('figure[data-queue="mails"] svg.chart');
+    expect(await chart.isVisible()).toBe(true);
+    const bars = chart.locator("g.bar");
+    const counted = await bars.evaluateAll((groups) =>
+      groups.map((g) => ({ done: Number(g.getAttribute("data-done")), failed: Number(g.getAttribute("data-failed")), title: g.querySelector("title")?.textContent ?? "" })),
+    );
+    expect(counted.reduce((n, b) => n + b.done, 0)).toBe(1);
+    expect(counted.reduce((n, b) => n + b.failed, 0)).toBe(1);
+    for (const b of counted) expect(b.title).toMatch(new RegExp(`^\\d\\d:\\d\\d UTC: ${b.done} done, ${b.failed} failed$`));
+    // Laid out by the browser: the bars have a height on screen.
+    const heights = await Promise.all((await chart.locator("g.bar rect").all()).map(async (rect) => (await rect.boundingBox())?.height ?? 0));
+    expect(heights.length).toBeGreaterThanOrEqual(2);
+    expect(Math.max(...heights)).toBeGreaterThan(0);
+    for (const height of heights) expect(height).toBeGreaterThan(0);
+    // The wait before start, p50 and p95, next to the queue's counts.
+    await expect(page.locator('tr[data-queue="mails"] td[data-wait="p50"]').textContent()).resolves.toMatch(/^\d+(\.\d)? (ms|s|min|h)$/);
+    await expect(page.locator('tr[data-queue="mails"] td[data-wait="p95"]').textContent()).resolves.toMatch(/^\d+(\.\d)? (ms|s|min|h)$/);
+    expect(await page.locator('figure[data-queue="imports"] svg.chart').isVisible()).toBe(true);
 
     await mkdir(path.dirname(SCREENSHOT), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });

@@ -5,12 +5,13 @@ import { JobsDatabase } from "../db/database.js";
 import { statusCounts } from "../status.js";
 import { escapeHtml } from "./escape.js";
 import { CSRF_FIELD, Csrf, readCookie } from "./csrf.js";
-import { latestJobs } from "./queries.js";
+import { latestJobs, recentActivity } from "./queries.js";
 import { NOTICES, renderPage, type Notice } from "./render.js";
 import type { Logger } from "../logger.js";
 
 export { escapeHtml } from "./escape.js";
 export { progressBar, formatAge } from "./render.js";
+export { formatDuration } from "./chart.js";
 
 
 export interface DashboardOptions {
@@ -52,9 +53,10 @@ const SECURITY_HEADERS: Record<string, string> = {
 };
 
 /**
- * The queue dashboard as a request handler: per-queue counts, running jobs with progress,
- * pending jobs, recent failures, and retry / cancel actions (POST forms with a CSRF token,
- * answered with a 303 back to the page). Server-rendered HTML, no assets, no script.
+ * The queue dashboard as a request handler: per-queue counts and wait times, a chart of the
+ * last hour's throughput per queue, running jobs with progress, pending jobs, recent
+ * failures, and retry / cancel actions (POST forms with a CSRF token, answered with a 303
+ * back to the page). Server-rendered HTML, no assets, no script.
  * It does no authentication: mount it behind your own.
  */
 export function createDashboard(options: DashboardOptions): DashboardHandler {
@@ -72,8 +74,9 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   const db = adopt(options.db);
 
   async function page(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const [queues, running, pending, failed] = [
+    const [queues, activity, running, pending, failed] = [
       await statusCounts({ db }),
+      await recentActivity(db),
       await latestJobs(db, "running", listLimit),
       await latestJobs(db, "pending", listLimit),
       await latestJobs(db, "failed", listLimit),
@@ -88,6 +91,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       csrfToken: csrf.issue(req, res),
       now: new Date(),
       queues,
+      activity,
       running,
       pending,
       failed,

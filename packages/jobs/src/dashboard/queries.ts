@@ -1,6 +1,9 @@
 import type { JobsDatabase } from "../db/database.js";
+import { MYSQL_NOW } from "../db/mysql.js";
+import { SQLITE_NOW } from "../db/sqlite.js";
 import { toDate } from "../job-row.js";
 import { parseJson } from "../payload.js";
+import { forDialect, type PerDialect } from "../sql.js";
 import type { JobStatus } from "../types.js";
 
 /** One row of a dashboard list: what the page shows, nothing more. */
@@ -71,4 +74,159 @@ function toSummary(row: SummaryRow, db: JobsDatabase): JobSummary {
 
 function dateColumn(value: unknown): Date | null {
   return value === null || value === undefined ? null : toDate(value);
+}
+
+/** The chart's span: one slot per minute, the last one being the database clock's current minute. */
+export const CHART_MINUTES = 60;
+/** At most this many started jobs are read per page for the wait-time percentiles. */
+export const WAIT_SAMPLE = 5000;
+
+/** Jobs that ended done and failed in each of the last CHART_MINUTES minutes, oldest first. */
+export interface Throughput {
+  done: number[];
+  failed: number[];
+}
+
+/** Wait before start (`started_at - run_at`), in milliseconds, over `sample` jobs started in the chart's window. */
+export interface WaitTimes {
+  p50: number;
+  p95: number;
+  sample: number;
+}
+
+/** What the chart shows, per queue, read by the database clock. */
+export interface RecentActivity {
+  /** The database clock's current minute, in minutes since the epoch: the chart's last slot. */
+  nowMinute: number;
+  throughput: Map<string, Throughput>;
+  waits: Map<string, WaitTimes>;
+}
+
+/**
+ * Minutes since the epoch, by the database: of a timestamp column, of its clock now, and back
+ * to a timestamp the column compares with (so the window's bound leaves the column bare and
+ * its index usable). No session time zone takes part: MariaDB's UNIX_TIMESTAMP() would read
+ * the UTC DATETIME columns in the session's zone, TIMESTAMPDIFF from the epoch does not.
+ */
+interface MinuteClock {
+  minute(timestamp: string): string;
+  now: string;
+  start(minute: string): string;
+}
+
+const MYSQL_EPOCH = "TIMESTAMP'1970-01-01 00:00:00'";
+const mysqlMinute = (timestamp: string) => `TIMESTAMPDIFF(MINUTE, ${MYSQL_EPOCH}, ${timestamp})`;
+const pgMinute = (timestamp: string) => `floor(extract(epoch from ${timestamp}) / 60)::bigint`;
+const sqliteMinute = (timestamp: string) => `(${timestamp} / 60000)`;
+
+const CLOCK: PerDialect<MinuteClock> = {
+  postgres: { minute: pgMinute, now: pgMinute("now()"), start: (m) => `to_timestamp((${m}) * 60)` },
+  sqlite: { minute: sqliteMinute, now: sqliteMinute(SQLITE_NOW), start: (m) => `((${m}) * 60000)` },
+  mysql: { minute: mysqlMinute, now: mysqlMinute(MYSQL_NOW), start: (m) => `(${MYSQL_EPOCH} + INTERVAL (${m}) MINUTE)` },
+};
+
+/** SQL: the timestamp where the chart's first minute starts. */
+function windowStart(clock: MinuteClock): string {
+  return clock.start(`${clock.now} - ${CHART_MINUTES - 1}`);
+}
+
+interface BucketRow {
+  now_minute: number | string;
+  queue: string | null;
+  status: string | null;
+  bucket: number | string | null;
+  n: number | string | null;
+}
+
+interface WaitRow {
+  queue: string;
+  run_at: unknown;
+  started_at: unknown;
+}
+
+/**
+ * Per queue and minute, the jobs that ended done or failed in the last CHART_MINUTES minutes,
+ * and the database's current minute (one row with it even when nothing ended). The status
+ * list is the jobs_finished index's own predicate, so every backend reads that index's range;
+ * cancelled rows are dropped here.
+ */
+async function throughput(db: JobsDatabase, clock: MinuteClock): Promise<{ nowMinute: number; throughput: Map<string, Throughput> }> {
+  const { rows } = await db.executor.query<BucketRow>(
+    `SELECT c.now_minute, t.queue, t.status, t.bucket, t.n
+     FROM (SELECT ${clock.now} AS now_minute) AS c
+     LEFT JOIN (
+       SELECT queue, status, ${clock.minute("finished_at")} AS bucket, count(*) AS n
+       FROM ${db.table}
+       WHERE status IN ('done', 'failed', 'cancelled') AND finished_at >= ${windowStart(clock)}
+       GROUP BY queue, status, ${clock.minute("finished_at")}
+     ) AS t ON 1 = 1`,
+  );
+  const nowMinute = Number(rows[0]!.now_minute);
+  const byQueue = new Map<string, Throughput>();
+  for (const row of rows) {
+    if (row.queue === null || (row.status !== "done" && row.status !== "failed")) continue;
+    // A row stamped after the clock was read (a later minute) has no slot yet.
+    const slot = CHART_MINUTES - 1 - (nowMinute - Number(row.bucket));
+    if (slot < 0 || slot >= CHART_MINUTES) continue;
+    let series = byQueue.get(row.queue);
+    if (!series) {
+      series = { done: new Array<number>(CHART_MINUTES).fill(0), failed: new Array<number>(CHART_MINUTES).fill(0) };
+      byQueue.set(row.queue, series);
+    }
+    series[row.status][slot]! += Number(row.n);
+  }
+  return { nowMinute, throughput: byQueue };
+}
+
+/**
+ * The latest WAIT_SAMPLE jobs started in the chart's window, shared fairly between queues
+ * (the latest of each queue first, ORDER BY their rank): ended ones through the jobs_finished
+ * range (a job ends after it starts), plus the running ones. Reading is bounded by the
+ * window's activity, not by the size of the table.
+ */
+async function waits(db: JobsDatabase, clock: MinuteClock, sample: number): Promise<Map<string, WaitTimes>> {
+  const since = windowStart(clock);
+  const { rows } = await db.executor.query<WaitRow>(
+    `SELECT queue, run_at, started_at FROM (
+       SELECT queue, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY queue ORDER BY started_at DESC) AS rank_in_queue
+       FROM (
+         SELECT queue, run_at, started_at FROM ${db.table}
+         WHERE status IN ('done', 'failed', 'cancelled') AND finished_at >= ${since} AND started_at >= ${since}
+         UNION ALL
+         SELECT queue, run_at, started_at FROM ${db.table}
+         WHERE status = 'running' AND started_at >= ${since}
+       ) AS recent
+     ) AS ranked
+     ORDER BY rank_in_queue
+     LIMIT ${sample}`,
+  );
+  const byQueue = new Map<string, number[]>();
+  for (const row of rows) {
+    const wait = Math.max(0, toDate(row.started_at).getTime() - toDate(row.run_at).getTime());
+    const list = byQueue.get(row.queue);
+    if (list) list.push(wait);
+    else byQueue.set(row.queue, [wait]);
+  }
+  return new Map([...byQueue].map(([queue, list]) => [queue, waitTimes(list)]));
+}
+
+/** p50 and p95 of `values` (linear interpolation between the closest ranks, as percentile_cont). */
+export function waitTimes(values: number[]): WaitTimes {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 0.5), p95: percentile(sorted, 0.95), sample: sorted.length };
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const at = (sorted.length - 1) * p;
+  const low = Math.floor(at);
+  const high = Math.ceil(at);
+  return sorted[low]! + (sorted[high]! - sorted[low]!) * (at - low);
+}
+
+/** Throughput per minute and wait-time percentiles per queue over the last CHART_MINUTES minutes. Read-only. */
+export async function recentActivity(db: JobsDatabase, sample = WAIT_SAMPLE): Promise<RecentActivity> {
+  const clock = forDialect(CLOCK, db.dialect, "dashboard chart");
+  const counted = await throughput(db, clock);
+  return { ...counted, waits: await waits(db, clock, Math.max(1, Math.trunc(sample))) };
 }

@@ -1,6 +1,7 @@
 import type { QueueStatus } from "../types.js";
+import { chartLegend, throughputChart, waitCells } from "./chart.js";
 import { html, shortJson, type Html } from "./escape.js";
-import type { JobSummary } from "./queries.js";
+import type { JobSummary, RecentActivity } from "./queries.js";
 
 export type Notice = "retried" | "not-retried" | "cancelled" | "not-cancelled";
 export const NOTICES: readonly Notice[] = ["retried", "not-retried", "cancelled", "not-cancelled"];
@@ -14,6 +15,8 @@ export interface PageModel {
   csrfToken: string;
   now: Date;
   queues: QueueStatus[];
+  /** Throughput per minute and wait times over the last hour, by the database clock. */
+  activity: RecentActivity;
   running: JobSummary[];
   pending: JobSummary[];
   failed: JobSummary[];
@@ -69,18 +72,30 @@ progress{width:140px;vertical-align:middle}.pct{margin-left:6px;font-variant-num
 form{margin:0}button{font:inherit;padding:2px 10px;border:1px solid #8a93a3;border-radius:4px;background:#fff;cursor:pointer}
 button:hover{background:#eef0f3}.notice{background:#e7f3ea;border:1px solid #9ccaa6;padding:8px 12px;margin-bottom:16px}
 .empty{color:#7a8394;font-style:italic;padding:8px 0}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(440px,1fr));gap:12px}
+figure{margin:0;padding:8px 10px;background:#fff;box-shadow:0 1px 2px #0002}figcaption{font-size:13px;margin-bottom:4px}
+svg.chart text{font-size:10px;fill:#5b6475}.legend{margin:0 0 8px;font-size:12px}.legend svg{vertical-align:-1px;margin-left:6px}
 `;
 
 function count(n: number, kind: string, alarm = false): Html {
   return html`<td class="n${n === 0 ? " zero" : alarm ? " bad" : ""}" data-count="${kind}">${n}</td>`;
 }
 
-function queuesTable(queues: QueueStatus[]): Html {
+function queuesTable(queues: QueueStatus[], activity: RecentActivity): Html {
   if (queues.length === 0) return html`<p class="empty">No jobs yet.</p>`;
-  return html`<table id="queues"><thead><tr><th>Queue</th><th class="n">PENDING</th><th class="n">RUNNING</th><th class="n">FAILED</th><th class="n">DONE</th><th class="n">READY</th><th class="n">Oldest ready</th></tr></thead><tbody>${queues.map(
+  return html`<table id="queues"><thead><tr><th>Queue</th><th class="n">PENDING</th><th class="n">RUNNING</th><th class="n">FAILED</th><th class="n">DONE</th><th class="n">READY</th><th class="n">Oldest ready</th><th class="n">Wait p50</th><th class="n">Wait p95</th></tr></thead><tbody>${queues.map(
     (q) =>
-      html`<tr data-queue="${q.queue}"><td>${q.queue}</td>${count(q.counts.pending, "pending")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}<td class="n" data-age>${formatAge(q.oldestReadyAge)}</td></tr>`,
+      html`<tr data-queue="${q.queue}"><td>${q.queue}</td>${count(q.counts.pending, "pending")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}<td class="n" data-age>${formatAge(q.oldestReadyAge)}</td>${waitCells(activity.waits.get(q.queue))}</tr>`,
   )}</tbody></table>`;
+}
+
+/** A chart per queue: every queue of the table, and any that only the chart's query saw. */
+function activitySection(queues: QueueStatus[], activity: RecentActivity): Html {
+  const names = [...new Set([...queues.map((q) => q.queue), ...activity.throughput.keys()])].sort((a, b) => a.localeCompare(b));
+  if (names.length === 0) return html``;
+  return html`<section id="activity"><h2>Last hour</h2>${chartLegend()}<div class="charts">${names.map(
+    (queue) => html`<figure data-queue="${queue}"><figcaption>${queue}</figcaption>${throughputChart(queue, activity.throughput.get(queue), activity.nowMinute)}</figure>`,
+  )}</div></section>`;
 }
 
 function action(model: PageModel, job: JobSummary, verb: "retry" | "cancel"): Html {
@@ -120,7 +135,8 @@ export function renderPage(model: PageModel): string {
 <title>${model.title}</title><style>${STYLE}</style></head>
 <body><header><h1>${model.title}</h1><p>${model.refreshSeconds > 0 ? `Refreshes every ${model.refreshSeconds} s · ` : ""}generated ${now.toISOString()}</p></header>
 <main>${notice}
-<section><h2>Queues</h2>${queuesTable(model.queues)}</section>
+<section><h2>Queues</h2>${queuesTable(model.queues, model.activity)}</section>
+${activitySection(model.queues, model.activity)}
 ${list("running", "Running", model.running, model.listLimit, html`<th>Progress</th><th>Heartbeat</th><th>Worker</th><th></th>`, (job) =>
   html`<td>${progressCell(job.progress)}</td><td>${since(job.heartbeatAt, now)}</td><td><code>${job.lockedBy ?? ""}</code></td><td>${action(model, job, "cancel")}</td>`,
 )}

@@ -1,13 +1,58 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, getJob, processOne, type JobContext } from "../../src/index.js";
-import { createDashboard, escapeHtml, formatAge, progressBar } from "../../src/dashboard/index.js";
-import { backends, deferred, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { cancelJob, enqueue, getJob, processOne, type JobContext } from "../../src/index.js";
+import { createDashboard, escapeHtml, formatAge, formatDuration, progressBar } from "../../src/dashboard/index.js";
+import { recentActivity, waitTimes } from "../../src/dashboard/queries.js";
+import { mysqlNowPlus } from "../../src/db/mysql.js";
+import { sqliteNowPlus } from "../../src/db/sqlite.js";
+import { backends, deferred, waitFor, type Backend, type TestDatabase } from "../helpers/backends.js";
 
 const SCRIPT = "<script>alert(1)</script>";
 const IMG = `"><img src=x onerror=alert(1)>`;
 const BASE = "/admin/jobs";
+
+/** SQL for "the database clock, `seconds` ago". */
+const AGO: Record<Backend["name"], (seconds: number) => string> = {
+  postgres: (seconds) => `now() - make_interval(secs => ${seconds})`,
+  sqlite: (seconds) => sqliteNowPlus(String(seconds), "-"),
+  mysql: (seconds) => mysqlNowPlus(String(seconds), "-"),
+};
+
+const minuteOf = (date: Date) => Math.floor(date.getTime() / 60_000);
+const utcMinute = (minute: number) => `${new Date(minute * 60_000).toISOString().slice(11, 16)} UTC`;
+
+interface Bar {
+  minute: number;
+  ago: number;
+  done: number;
+  failed: number;
+  title: string;
+  heights: Record<string, number>;
+}
+
+/** A queue's chart on the page: its SVG and bars (one per minute with jobs, exact counts in data- attributes and in its title). */
+function chartOf(body: string, queue: string): { svg: string; bars: Bar[] } {
+  const figure = new RegExp(`<figure data-queue="${queue}">([\\s\\S]*?)</figure>`).exec(body)?.[1];
+  const svg = figure ? /<svg class="chart"[\s\S]*?<\/svg>/.exec(figure)?.[0] : undefined;
+  if (!svg) throw new Error(`no chart for queue ${queue}`);
+  const bars = [...svg.matchAll(/<g class="bar" data-minute="(\d+)" data-ago="(\d+)" data-done="(\d+)" data-failed="(\d+)"><title>([^<]*)<\/title>([\s\S]*?)<\/g>/g)].map((m) => ({
+    minute: Number(m[1]),
+    ago: Number(m[2]),
+    done: Number(m[3]),
+    failed: Number(m[4]),
+    title: m[5]!,
+    heights: Object.fromEntries([...m[6]!.matchAll(/<rect class="(\w+)"[^>]* height="([\d.]+)"/g)].map((r) => [r[1]!, Number(r[2])])),
+  }));
+  return { svg, bars };
+}
+
+function waitCell(body: string, queue: string, which: "p50" | "p95"): { text: string; ms: number | null } {
+  const row = new RegExp(`<tr data-queue="${queue}">([\\s\\S]*?)</tr>`).exec(body)?.[1] ?? "";
+  const cell = new RegExp(`<td class="n[^"]*" data-wait="${which}"(?: data-ms="(\\d+)")?[^>]*>([^<]*)</td>`).exec(row);
+  if (!cell) throw new Error(`no ${which} cell for queue ${queue}`);
+  return { text: cell[2]!, ms: cell[1] === undefined ? null : Number(cell[1]) };
+}
 
 describe("dashboard helpers", () => {
   it("escapes the five HTML metacharacters", () => {
@@ -25,6 +70,21 @@ describe("dashboard helpers", () => {
     expect(progressBar({ cursor: "abc" })).toBeNull();
     expect(progressBar(42)).toBeNull();
     expect(progressBar(null)).toBeNull();
+  });
+
+  it("formats wait times in ms, s, min and h", () => {
+    expect([0, 12.4, 999.4, 999.6, 1500, 30_040, 59_900, 60_000, 150_000, 599_000, 3_600_000, 7_200_000].map(formatDuration)).toEqual([
+      "0 ms", "12 ms", "999 ms", "1.0 s", "1.5 s", "30 s", "60 s", "1.0 min", "2.5 min", "10 min", "1.0 h", "2.0 h",
+    ]);
+    expect([formatDuration(null), formatDuration(undefined), formatDuration(NaN), formatDuration(-5)]).toEqual(["—", "—", "—", "0 ms"]);
+  });
+
+  it("takes p50 and p95 between the closest ranks, as percentile_cont does", () => {
+    expect(waitTimes([])).toMatchObject({ sample: 0, p50: NaN, p95: NaN });
+    expect(waitTimes([7])).toEqual({ p50: 7, p95: 7, sample: 1 });
+    expect(waitTimes([30, 150, 30, 30, 150, 30])).toEqual({ p50: 30, p95: 150, sample: 6 });
+    expect(waitTimes(Array.from({ length: 101 }, (_, i) => 100 - i))).toEqual({ p50: 50, p95: 95, sample: 101 });
+    expect(waitTimes([0, 10])).toEqual({ p50: 5, p95: 9.5, sample: 2 });
   });
 
   it("formats ages coarsely", () => {
@@ -341,5 +401,114 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     expect(shown).toEqual([...shown].sort((a, b) => b - a));
     expect(shown[0]).toBe(ids[24]);
     expect(failures).toContain("(latest 20)");
+  });
+
+  it("charts the last hour's done and failed jobs per minute by the database clock, with exact counts in each bar's title, and the wait p50/p95", async () => {
+    const queue = "chart-q";
+    const ids: number[] = [];
+    for (const fail of [false, true, false, false, true, false]) ids.push(await enqueue("chart", { fail }, { db: t.db, queue }));
+    // Known waits: four jobs ready 30 s ago, two 150 s ago (started_at - run_at once claimed).
+    await t.sql(`UPDATE {jobs} SET run_at = ${AGO[backend.name](30)} WHERE id IN ($1, $2, $3, $4)`, [ids[0], ids[1], ids[2], ids[3]]);
+    await t.sql(`UPDATE {jobs} SET run_at = ${AGO[backend.name](150)} WHERE id IN ($1, $2)`, [ids[4], ids[5]]);
+    const chartTask = { chart: (payload: unknown) => { if ((payload as { fail: boolean }).fail) throw new Error("chart failure"); } };
+    const before = minuteOf(await t.now());
+    for (let i = 0; i < 6; i++) expect(await processOne(chartTask, { db: t.db, queue })).toBe(true);
+    // Ten minutes ago, inside the window; two hours ago, outside it; cancelled: not charted.
+    const old = await enqueue("chart", { fail: false }, { db: t.db, queue });
+    const older = await enqueue("chart", { fail: false }, { db: t.db, queue });
+    await processOne(chartTask, { db: t.db, queue });
+    await processOne(chartTask, { db: t.db, queue });
+    const backdate = (id: number, seconds: number) => {
+      const ago = AGO[backend.name](seconds);
+      return t.sql(`UPDATE {jobs} SET run_at = ${ago}, started_at = ${ago}, finished_at = ${ago} WHERE id = $1`, [id]);
+    };
+    await backdate(old, 600);
+    await backdate(older, 7200);
+    const cancelled = await enqueue("chart", { fail: false }, { db: t.db, queue });
+    await cancelJob(cancelled, { db: t.db });
+
+    const { body } = await load();
+    const after = minuteOf(await t.now());
+    const { svg, bars } = chartOf(body, queue);
+    const oldJob = await getJob(old, { db: t.db });
+    if (oldJob?.status !== "done") throw new Error(`job ${old} is not done`);
+    const oldMinute = minuteOf(oldJob.finishedAt);
+
+    // Every bar's title carries its exact counts; the window holds the six of this minute and the one of ten minutes ago.
+    for (const bar of bars) expect(bar.title).toBe(`${utcMinute(bar.minute)}: ${bar.done} done, ${bar.failed} failed`);
+    const recent = bars.filter((bar) => bar.minute >= before);
+    expect(recent.reduce((n, bar) => n + bar.done, 0)).toBe(4);
+    expect(recent.reduce((n, bar) => n + bar.failed, 0)).toBe(2);
+    expect(bars.filter((bar) => bar.minute < before)).toMatchObject([{ minute: oldMinute, done: 1, failed: 0 }]);
+    expect(svg).toContain(`<title>${queue}: 5 done, 2 failed in the last 60 minutes</title>`);
+    expect(svg).toContain(">60 min ago<");
+    expect(svg).toContain(">now<");
+    if (before === after) {
+      // The last slot is the database's current minute.
+      expect(recent).toMatchObject([{ minute: after, ago: 0, done: 4, failed: 2, title: `${utcMinute(after)}: 4 done, 2 failed` }]);
+      expect(bars[0]).toMatchObject({ ago: after - oldMinute });
+      expect(svg).toContain('data-axis="max">6/min<');
+      // Stacked: done twice as tall as failed, together the full height; the old minute's single job a sixth of it.
+      expect(recent[0]!.heights.done).toBeCloseTo(2 * recent[0]!.heights.failed!, 0);
+      expect(bars[0]!.heights).toEqual({ done: expect.closeTo(recent[0]!.heights.done! / 4, 0) });
+    }
+
+    // Waits: started_at - run_at of the jobs started in the window (the old one: 0).
+    const p50 = waitCell(body, queue, "p50");
+    const p95 = waitCell(body, queue, "p95");
+    expect(p50.ms).toBeGreaterThanOrEqual(30_000);
+    expect(p50.ms).toBeLessThan(35_000);
+    expect(p50.text).toBe(formatDuration(p50.ms));
+    expect(p50.text).toMatch(/^3\d s$/);
+    expect(p95.ms).toBeGreaterThanOrEqual(150_000);
+    expect(p95.ms).toBeLessThan(155_000);
+    expect(p95.text).toMatch(/^2\.[56] min$/);
+  });
+
+  it("draws an empty chart and no wait for a queue with nothing started in the last hour", async () => {
+    await enqueue("idle", null, { db: t.db, queue: "idle-q" });
+    const { body } = await load();
+    const { svg, bars } = chartOf(body, "idle-q");
+    expect(bars).toEqual([]);
+    expect(svg).toContain("<title>idle-q: 0 done, 0 failed in the last 60 minutes</title>");
+    expect(waitCell(body, "idle-q", "p50")).toEqual({ text: "—", ms: null });
+    expect(waitCell(body, "idle-q", "p95")).toEqual({ text: "—", ms: null });
+    expect(body).toContain('<p class="legend">');
+  });
+
+  it("shares the bounded wait sample between queues (the latest of each first) and counts running jobs in it", async () => {
+    const own = await backend.create();
+    try {
+      for (let i = 0; i < 5; i++) await enqueue("busy", null, { db: own.db, queue: "busy-q" });
+      await enqueue("slow", null, { db: own.db, queue: "quiet-q" });
+      for (let i = 0; i < 5; i++) await processOne({ busy: () => undefined }, { db: own.db, queue: "busy-q" });
+      const release = deferred();
+      const running = processOne({ slow: () => release.promise }, { db: own.db, queue: "quiet-q" });
+      await waitFor("the quiet job to start", async () => (await own.sql("SELECT id FROM {jobs} WHERE status = 'running'")).length > 0);
+      const activity = await recentActivity(own.db, 4);
+      expect(activity.waits.get("quiet-q")?.sample).toBe(1);
+      expect(activity.waits.get("busy-q")?.sample).toBe(3);
+      expect(activity.nowMinute).toBe(minuteOf(await own.now()));
+      release.resolve();
+      await running;
+    } finally {
+      await own.close();
+    }
+  });
+
+  it.runIf(backend.name === "mysql")("reads minutes in UTC whatever the session time zone of the application's MariaDB connection", async () => {
+    const connection = await (t.db.executor.raw as import("mysql2/promise").Pool).getConnection();
+    try {
+      await connection.query("SET time_zone = '+05:30'");
+      await enqueue("tz", null, { db: t.db, queue: "tz-q" });
+      await processOne({ tz: () => undefined }, { db: t.db, queue: "tz-q" });
+      const activity = await recentActivity(t.db.bind(connection));
+      const now = minuteOf(await t.now());
+      expect([now - 1, now]).toContain(activity.nowMinute);
+      expect(activity.throughput.get("tz-q")?.done.reduce((a, b) => a + b, 0)).toBe(1);
+    } finally {
+      await connection.query("SET time_zone = '+00:00'");
+      connection.release();
+    }
   });
 });
