@@ -4,11 +4,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
-import { Child, fixture, killAll } from "./helpers/children.js";
+import { Fleet } from "./helpers/fleet.js";
 import { inList, keyText } from "./helpers/dialect.js";
 import { count, expectSettled, finished } from "./helpers/queue.js";
 import { LONG, scaled, timeoutMs } from "./helpers/scale.js";
-import type { WorkerConfig } from "./fixtures/worker.js";
 
 const JOBS = scaled(1200, 5000);
 const KILLS = scaled(5, 10);
@@ -30,7 +29,7 @@ interface Held {
 
 describe.each(backends())("killed worker processes ($name)", (backend) => {
   let t: TestDatabase;
-  const children: Child[] = [];
+  let fleet: Fleet | undefined;
   let effects: string;
   let first: string;
 
@@ -43,36 +42,19 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
     await t.sql(`CREATE TABLE ${first} (job_id bigint NOT NULL PRIMARY KEY, attempt integer NOT NULL)`);
   });
   afterAll(async () => {
-    await killAll(children);
+    await fleet?.kill();
     await t.close();
   });
 
   it(
     `${JOBS} jobs on ${WORKERS} worker processes, ${KILLS} of them SIGKILLed and restarted: every job ends, only a dead worker's jobs run twice`,
     async () => {
-      const generation = new Array<number>(WORKERS).fill(0);
-      const slots: Child[] = [];
-      const start = (slot: number): Child => {
-        const workerId = `w${slot}.${++generation[slot]!}`;
-        const config: WorkerConfig = {
-          url: t.url,
-          schema: t.schema,
-          workerId,
-          queue: QUEUE,
-          concurrency: 5,
-          lease: LEASE,
-          sweepInterval: SWEEP,
-          pollInterval: 0.2,
-          poolSize: 5,
-          tables: { effects, first },
-        };
-        const child = new Child(workerId, [fixture("worker.ts"), JSON.stringify(config)]);
-        children.push(child);
-        slots[slot] = child;
-        return child;
-      };
-      for (let slot = 0; slot < WORKERS; slot++) start(slot);
-      await Promise.all(slots.map((c) => c.waitForMessage("started", (m) => m.type === "worker:started")));
+      fleet = new Fleet(
+        { url: t.url, schema: t.schema, queue: QUEUE, concurrency: 5, lease: LEASE, sweepInterval: SWEEP, pollInterval: 0.2, poolSize: 5, tables: { effects, first } },
+        WORKERS,
+      );
+      const slots = fleet.slots;
+      await fleet.started();
 
       // 2% of the jobs fail on purpose (retryable: false); the rest take 20-80 ms each.
       const failing = new Set<number>();
@@ -121,7 +103,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
           if (job?.status !== "running") continue; // taken back already (its lease had run out)
           held.push({ id: job.id, workerId: victim.c.label, lockedUntil: job.lockedUntil, heartbeatAt: job.heartbeatAt });
         }
-        start(victim.slot);
+        fleet.start(victim.slot);
       }
 
       await waitFor("every job to finish", async () => (await finished(t, QUEUE)) === JOBS, timeoutMs(90, 600), 200);
@@ -166,10 +148,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
       expect(clean).toBe(JOBS - failing.size - new Set([...lastHolder.keys()].filter((id) => !failing.has(id))).size);
 
       // The survivors shut down cleanly.
-      const survivors = slots.filter((c) => c.running);
-      // (a worker restarted after the last kill may still be booting: let it start first)
-      await Promise.all(survivors.map((c) => c.waitForMessage("started", (m) => m.type === "worker:started")));
-      expect((await Promise.all(survivors.map((c) => c.stop()))).map((e) => e.code)).toEqual(survivors.map(() => 0));
+      expect((await fleet.stop()).map((e) => e.code)).toEqual(new Array(WORKERS).fill(0));
       console.info(
         `[reliability] ${backend.name}: ${JOBS} jobs, ${KILLS} kills, ${held.length} jobs held by dead workers, ${twice.length} ran twice; ` +
           `max reclaim after lease end ${Math.max(...held.map((h) => h.reclaimedAt!.getTime() - h.lockedUntil.getTime()))} ms${LONG ? " (long)" : ""}`,
