@@ -1,0 +1,96 @@
+// The database's clock decides every time comparison, never a worker's. Three worker processes
+// whose own clocks are an hour ahead, an hour behind, and an hour ahead: a delayed job does not
+// run before its time by the database clock, a long job is never reclaimed early by the
+// worker that thinks its lease ran out an hour ago, and a dead worker's jobs are reclaimed by
+// the one that thinks its lease has an hour to go — each on time by the database clock.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { enqueue, enqueueMany, getJob, type Job } from "../../src/index.js";
+import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { keyText } from "./helpers/dialect.js";
+import { Fleet } from "./helpers/fleet.js";
+import { expectSettled, finished } from "./helpers/queue.js";
+
+const HOUR_MS = 3600_000;
+const SKEWS = [HOUR_MS, -HOUR_MS, HOUR_MS];
+const LEASE = 1.5;
+const SWEEP = 0.5;
+const SLACK = 1.0;
+
+describe.each(backends())("clock skew between workers and the database ($name)", (backend) => {
+  let t: TestDatabase;
+  let fleet: Fleet | undefined;
+
+  beforeAll(async () => {
+    t = await backend.create();
+    await t.sql(`CREATE TABLE ${t.tableName("effects")} (job_id bigint NOT NULL, attempt integer NOT NULL, worker ${keyText(t.db.dialect)} NOT NULL, PRIMARY KEY (job_id, attempt))`);
+    await t.sql(`CREATE TABLE ${t.tableName("first_effect")} (job_id bigint NOT NULL PRIMARY KEY, attempt integer NOT NULL)`);
+  });
+  afterAll(async () => {
+    await fleet?.kill();
+    await t.close();
+  });
+
+  it("workers an hour ahead and an hour behind: delays, leases and reclaims all follow the database clock", async () => {
+    const queue = "skewed";
+    fleet = new Fleet(
+      {
+        url: t.url,
+        schema: t.schema,
+        queue,
+        concurrency: 2,
+        lease: LEASE,
+        sweepInterval: SWEEP,
+        pollInterval: 0.05,
+        poolSize: 4,
+        tables: { effects: t.tableName("effects"), first: t.tableName("first_effect") },
+      },
+      SKEWS.length,
+      { prefix: "skew", env: (slot) => ({ FORGE_CLOCK_SKEW_MS: String(SKEWS[slot]) }) },
+    );
+    await fleet.started();
+
+    // Six jobs each running 2.5 leases long: every worker holds some, extending its leases.
+    const long = await enqueueMany(Array.from({ length: 6 }, () => ({ task: "effect", payload: { ms: LEASE * 2500 }, maxAttempts: 5 })), { db: t.db, queue });
+    const delayed = await enqueue("effect", { ms: 1 }, { db: t.db, queue, availableIn: 2, priority: -1 });
+    const runAt = (await getJob(delayed, { db: t.db }))!.runAt.getTime();
+
+    // Kill a worker holding jobs (one whose clock is an hour off either way, like all of them).
+    const victim = await waitFor("a worker holding jobs", async () => {
+      const rows = await t.sql<{ locked_by: string }>(`SELECT DISTINCT locked_by FROM {jobs} WHERE status = 'running' AND queue = $1`, [queue]);
+      return fleet!.slots.find((c) => rows.some((r) => r.locked_by === c.label));
+    });
+    victim.kill("SIGKILL");
+    await victim.exited;
+    const heldRows = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [victim.label]);
+    const held = await Promise.all(heldRows.map(async (r) => (await getJob(Number(r.id), { db: t.db })) as Job & { lockedUntil: Date }));
+    expect(held.length).toBeGreaterThan(0);
+
+    // Meanwhile the delayed job stays pending for as long as the database says it is not due.
+    // (Read the job, then the clock: if it was taken, it was taken no earlier than that clock.)
+    const reclaimedAt = new Map<number, number>();
+    for (;;) {
+      const job = (await getJob(delayed, { db: t.db }))!;
+      const states = await Promise.all(held.map(async (h) => ({ id: h.id, job: (await getJob(h.id, { db: t.db }))! })));
+      const now = (await t.now()).getTime();
+      if (job.status !== "pending") expect(now).toBeGreaterThanOrEqual(runAt);
+      for (const { id, job: h } of states) {
+        const stillHeld = h.status === "running" && h.attempts === held.find((x) => x.id === id)!.attempts;
+        if (!stillHeld && !reclaimedAt.has(id)) reclaimedAt.set(id, now);
+      }
+      if (job.status === "done" && reclaimedAt.size === held.length) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // The dead worker's jobs came back one lease (plus one sweep) after their last heartbeat,
+    // by the database clock, although every survivor's own clock is an hour off.
+    for (const h of held) expect(reclaimedAt.get(h.id)! - h.lockedUntil.getTime()).toBeLessThanOrEqual((SWEEP + SLACK) * 1000);
+    fleet.start(fleet.slots.indexOf(victim)); // back to three, with the same skew
+
+    await waitFor("every job done", async () => (await finished(t, queue)) === long.length + 1, 30_000, 100);
+    await expectSettled(t.db, queue, long.length + 1);
+    // The long jobs the survivors held ran once: nobody reclaimed them early.
+    const heldIds = new Set(held.map((h) => h.id));
+    for (const id of long.filter((id) => !heldIds.has(id))) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", attempts: 1, lastError: null });
+    for (const id of heldIds) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", attempts: 2 });
+    expect((await fleet.stop()).map((e) => e.code)).toEqual([0, 0, 0]);
+  }, 60_000);
+});

@@ -1,0 +1,88 @@
+// Two process faults beyond a clean crash. A frozen worker (SIGSTOP: a hang of the whole
+// process, as under a stuck GC, a debugger or a suspended VM) loses its jobs once its lease
+// runs out, and when it thaws, everything it still tries to write is refused. A poison job
+// that kills its worker on every attempt ends failed after maxAttempts ("worker lost") instead
+// of taking workers down forever, and the other jobs are all done.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { enqueue, enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
+import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { keyText } from "./helpers/dialect.js";
+import { Fleet } from "./helpers/fleet.js";
+import { expectSettled, finished } from "./helpers/queue.js";
+
+const LEASE = 1.5;
+const SWEEP = 0.5;
+
+describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
+  let t: TestDatabase;
+  const fleets: Fleet[] = [];
+  let effects: string;
+  let first: string;
+
+  beforeAll(async () => {
+    t = await backend.create();
+    effects = t.tableName("effects");
+    first = t.tableName("first_effect");
+    await t.sql(`CREATE TABLE ${effects} (job_id bigint NOT NULL, attempt integer NOT NULL, worker ${keyText(t.db.dialect)} NOT NULL, PRIMARY KEY (job_id, attempt))`);
+    await t.sql(`CREATE TABLE ${first} (job_id bigint NOT NULL PRIMARY KEY, attempt integer NOT NULL)`);
+  });
+  afterAll(async () => {
+    for (const fleet of fleets) await fleet.kill();
+    await t.close();
+  });
+
+  const fleetOf = (queue: string, size: number, supervise: boolean) => {
+    const fleet = new Fleet(
+      { url: t.url, schema: t.schema, queue, concurrency: 3, lease: LEASE, sweepInterval: SWEEP, pollInterval: 0.1, poolSize: 4, tables: { effects, first } },
+      size,
+      { prefix: `${queue}-`, supervise },
+    );
+    fleets.push(fleet);
+    return fleet;
+  };
+
+  it("a frozen worker (SIGSTOP past its lease) loses its jobs to the others; thawed, its late writes are refused", async () => {
+    const queue = "frozen";
+    const fleet = fleetOf(queue, 2, false);
+    await fleet.started();
+    const [frozen, other] = fleet.slots as [NonNullable<(typeof fleet.slots)[0]>, NonNullable<(typeof fleet.slots)[0]>];
+    const ids = await enqueueMany(Array.from({ length: 24 }, () => ({ task: "effect", payload: { ms: 700 }, maxAttempts: 5 })), { db: t.db, queue });
+    const held = await waitFor("the first worker running jobs", async () => {
+      const rows = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [frozen.label]);
+      return rows.length > 0 ? rows.map((r) => Number(r.id)) : undefined;
+    });
+    frozen.kill("SIGSTOP");
+    // Which of them its handlers had started (the rest were prefetched, waiting in its buffer).
+    const started = (await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${effects} WHERE worker = $1`, [frozen.label])).map((r) => Number(r.job_id));
+    expect(started.length).toBeGreaterThan(0);
+    // Past its lease the others take its jobs and finish everything, while it sleeps.
+    await waitFor("every job done by the other worker", async () => (await finished(t, queue)) === ids.length, 30_000, 100);
+    frozen.kill("SIGCONT");
+    // Thawed, its handlers return and its lease timer fires: its writes about every job it
+    // was running are refused (the prefetched ones it drops from its buffer).
+    await frozen.waitForMessage("its writes about every started job refused", () => started.every((id) => frozen.messages.some((m) => m.type === "job:fenced" && m.job === id)), 15_000);
+    for (const id of held) {
+      const job = await getJob(id, { db: t.db });
+      expect(job).toMatchObject({ status: "done", attempts: 2, result: { attempt: 2, worker: other.label } });
+      expect(job!.lastError).toMatch(new RegExp(`^${WORKER_LOST_PREFIX}: attempt 1 of 5 held by ${frozen.label.replace(".", "\\.")} `));
+    }
+    await expectSettled(t.db, queue, ids.length);
+    expect((await fleet.stop()).map((e) => e.code)).toEqual([0, 0]);
+  }, 60_000);
+
+  it("a poison job that kills its worker on every attempt ends failed after maxAttempts, and the other jobs are done", async () => {
+    const queue = "poison";
+    const fleet = fleetOf(queue, 2, true); // a supervisor restarts whatever dies
+    await fleet.started();
+    const poison = await enqueue("poison", null, { db: t.db, queue, maxAttempts: 3, priority: 10 });
+    const others = await enqueueMany(Array.from({ length: 60 }, () => ({ task: "effect", payload: { ms: 30 }, maxAttempts: 10 })), { db: t.db, queue });
+    await waitFor("the poison job to fail and the rest to be done", async () => (await finished(t, queue)) === others.length + 1, 60_000, 100);
+    const job = await getJob(poison, { db: t.db });
+    expect(job).toMatchObject({ status: "failed", attempts: 3 });
+    expect(job!.lastError).toMatch(new RegExp(`^${WORKER_LOST_PREFIX}: attempt 3 of 3 held by ${queue}-`));
+    expect(fleet.deaths).toBe(3); // one worker per attempt, then never again
+    for (const id of others) expect((await getJob(id, { db: t.db }))!.status).toBe("done");
+    await expectSettled(t.db, queue, others.length + 1);
+    expect((await fleet.stop()).every((e) => e.code === 0)).toBe(true);
+  }, 90_000);
+});
