@@ -105,8 +105,16 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null;
 }
 
+/**
+ * How long a new connection may take. pg's default is forever: through a network that
+ * silently drops packets (or a proxy that accepts and never answers), connect() — and so
+ * enqueue, and every worker query needing a new connection — hung without an error. Bounded,
+ * it fails with "timeout expired", as mysql2 does after its own 10 s default.
+ */
+export const PG_CONNECT_TIMEOUT_MS = 10_000;
+
 export function createPgPool(url: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max });
+  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS });
   // An idle client losing its server must not crash the process; the pool drops it.
   pool.on("error", () => undefined);
   return pool;
