@@ -118,7 +118,7 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
     request.limit,
     request.lease,
     request.workerId,
-  ]);
+  ], "claim");
   return rows.map((row) => toClaimed(row, db.dialect)).sort((a, b) => b.priority - a.priority || a.id - b.id);
 }
 

@@ -62,7 +62,7 @@ export async function completeRuns(db: JobsDatabase, completions: readonly Compl
     completions.map((c) => c.id),
     completions.map((c) => c.token),
     completions.map((c) => c.result),
-  ]);
+  ], "complete");
   return new Set(rows.map((r) => String(r.claim_token)));
 }
 

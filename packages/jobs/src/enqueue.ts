@@ -256,7 +256,7 @@ async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[]):
   let pending = jobs.map((_, i) => i);
   for (let round = 0; round < MAX_ENQUEUE_ATTEMPTS && pending.length > 0; round++) {
     const batch = pending.map((i) => jobs[i] as NewJob);
-    const { rows } = await runSql<InsertedRow>(executor, forDialect(INSERT, db.dialect, "insert")(db, batch.length), insertParams(db, batch));
+    const { rows } = await runSql<InsertedRow>(executor, forDialect(INSERT, db.dialect, "insert")(db, batch.length), insertParams(db, batch), "insert");
     assignInserted(batch, pending, rows, ids);
     const conflicted = pending.filter((i) => ids[i] === undefined);
     for (const i of conflicted) {

@@ -45,6 +45,6 @@ function failSql(db: JobsDatabase, now: string, later: string): string {
  */
 export async function failJob(db: JobsDatabase, id: number, token: string, outcome: FailureOutcome, error: string | null): Promise<boolean> {
   const delay = outcome.kind === "retry" ? outcome.delay : 0;
-  const { rowCount } = await db.executor.query(forDialect(FAIL, db.dialect, "fail")(db), [id, token, outcome.kind, delay, error]);
+  const { rowCount } = await db.executor.query(forDialect(FAIL, db.dialect, "fail")(db), [id, token, outcome.kind, delay, error], "fail");
   return rowCount > 0;
 }

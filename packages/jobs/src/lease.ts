@@ -42,7 +42,7 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
  */
 export async function extendLeases(db: JobsDatabase, tokens: readonly string[], lease: number): Promise<Set<string>> {
   if (tokens.length === 0) return new Set();
-  const { rows } = await runSql<{ claim_token: string }>(db.executor, forDialect(EXTEND, db.dialect, "extend leases")(db), [tokens, lease]);
+  const { rows } = await runSql<{ claim_token: string }>(db.executor, forDialect(EXTEND, db.dialect, "extend leases")(db), [tokens, lease], "extend");
   return new Set(rows.map((r) => String(r.claim_token)));
 }
 

@@ -16,9 +16,12 @@ export function forDialect<T>(map: PerDialect<T>, dialect: DialectName, what: st
   return found;
 }
 
-/** Runs a dialect's entry: a statement (with `$n` placeholders) or a script. */
-export function runSql<R extends object>(executor: Executor, sql: string | Script<R>, params: unknown[]): Promise<QueryResult<R>> {
-  return typeof sql === "string" ? executor.query<R>(sql, params) : sql(executor, params);
+/**
+ * Runs a dialect's entry: a statement (with `$n` placeholders) or a script. `name` marks a hot
+ * statement that the backend may keep prepared (PostgreSQL: parsed and planned once per connection).
+ */
+export function runSql<R extends object>(executor: Executor, sql: string | Script<R>, params: unknown[], name?: string): Promise<QueryResult<R>> {
+  return typeof sql === "string" ? executor.query<R>(sql, params, name) : sql(executor, params);
 }
 
 /**

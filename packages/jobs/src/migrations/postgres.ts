@@ -31,15 +31,16 @@ export const postgresMigrations: Migration[] = [
         updated_at timestamptz NOT NULL DEFAULT now(),
         finished_at timestamptz
       )`,
-      // NULLs are distinct in a PostgreSQL unique index: jobs without a key never collide.
-      `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${table} (idempotency_key)`,
+      // Keyless jobs (most) get no entry at all: a status change of a job is never a HOT update
+      // (status is in the partial indexes' predicates), so every index that holds the row pays
+      // a new entry per claim and per completion. Fewer entries, faster claims.
+      `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${table} (idempotency_key) WHERE idempotency_key IS NOT NULL`,
       // Seed dedup_key: one pending-or-running job per key; the key is free again once it ends.
-      `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${table} (dedup_key) WHERE status IN ('pending', 'running')`,
+      `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${table} (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running')`,
       // The claim walks this in order and stops at LIMIT; finished rows are not in it at all,
       // so a table full of done jobs does not slow the claim.
       `CREATE INDEX ${index("jobs_claim")} ON ${table} (queue, priority DESC, id) WHERE status = 'pending'`,
       `CREATE INDEX ${index("jobs_running")} ON ${table} (locked_until) WHERE status = 'running'`,
-      `CREATE INDEX ${index("jobs_claim_token")} ON ${table} (claim_token) WHERE status = 'running'`,
       `CREATE INDEX ${index("jobs_finished")} ON ${table} (finished_at) WHERE status IN ('done', 'failed', 'cancelled')`,
       `CREATE INDEX ${index("jobs_tenant")} ON ${table} (tenant, id) WHERE tenant IS NOT NULL`,
     ],
@@ -48,9 +49,6 @@ export const postgresMigrations: Migration[] = [
     version: 2,
     name: "add_started_at",
     // When the latest run started: wait time (started_at - run_at) on the dashboard and in metrics.
-    statements: ({ table, index }) => [
-      `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS started_at timestamptz`,
-      `CREATE INDEX IF NOT EXISTS ${index("jobs_recent_finished")} ON ${table} (queue, finished_at) WHERE finished_at IS NOT NULL`,
-    ],
+    statements: ({ table }) => [`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS started_at timestamptz`],
   },
 ];

@@ -38,12 +38,11 @@ export const sqliteMigrations: Migration[] = [
       )`,
         // AUTOINCREMENT: an id is never reused after prune, as with PostgreSQL's identity.
         // NULLs are distinct in an SQLite unique index: jobs without a key never collide.
-        `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${on} (idempotency_key)`,
+        `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${on} (idempotency_key) WHERE idempotency_key IS NOT NULL`,
         // Seed dedup_key: one pending-or-running job per key (SQLite has partial indexes).
-        `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${on} (dedup_key) WHERE status IN ('pending', 'running')`,
+        `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${on} (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running')`,
         `CREATE INDEX ${index("jobs_claim")} ON ${on} (queue, priority DESC, id) WHERE status = 'pending'`,
         `CREATE INDEX ${index("jobs_running")} ON ${on} (locked_until) WHERE status = 'running'`,
-        `CREATE INDEX ${index("jobs_claim_token")} ON ${on} (claim_token) WHERE status = 'running'`,
         `CREATE INDEX ${index("jobs_finished")} ON ${on} (finished_at) WHERE status IN ('done', 'failed', 'cancelled')`,
         `CREATE INDEX ${index("jobs_tenant")} ON ${on} (tenant, id) WHERE tenant IS NOT NULL`,
       ];
@@ -52,12 +51,6 @@ export const sqliteMigrations: Migration[] = [
   {
     version: 2,
     name: "add_started_at",
-    statements: ({ table, index }) => {
-      const on = table.slice(table.lastIndexOf(".") + 1);
-      return [
-        `ALTER TABLE ${table} ADD COLUMN started_at INTEGER`,
-        `CREATE INDEX IF NOT EXISTS ${index("jobs_recent_finished")} ON ${on} (queue, finished_at) WHERE finished_at IS NOT NULL`,
-      ];
-    },
+    statements: ({ table }) => [`ALTER TABLE ${table} ADD COLUMN started_at INTEGER`],
   },
 ];
