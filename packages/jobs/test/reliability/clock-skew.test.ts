@@ -37,7 +37,7 @@ describe.each(backends())("clock skew between workers and the database ($name)",
         url: t.url,
         schema: t.schema,
         queue,
-        concurrency: 2,
+        concurrency: 3, // room for the delayed job next to the long ones
         lease: LEASE,
         sweepInterval: SWEEP,
         pollInterval: 0.05,
@@ -49,8 +49,8 @@ describe.each(backends())("clock skew between workers and the database ($name)",
     );
     await fleet.started();
 
-    // Six jobs each running 2.5 leases long: every worker holds some, extending its leases.
-    const long = await enqueueMany(Array.from({ length: 6 }, () => ({ task: "effect", payload: { ms: LEASE * 2500 }, maxAttempts: 5 })), { db: t.db, queue });
+    // Six jobs each outliving their lease: every worker holds some, and must extend their leases.
+    const long = await enqueueMany(Array.from({ length: 6 }, () => ({ task: "effect", payload: { ms: LEASE * 1400 }, maxAttempts: 5 })), { db: t.db, queue });
     const delayed = await enqueue("effect", { ms: 1 }, { db: t.db, queue, availableIn: 2, priority: -1 });
     const runAt = (await getJob(delayed, { db: t.db }))!.runAt.getTime();
 

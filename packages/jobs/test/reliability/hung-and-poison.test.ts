@@ -31,9 +31,9 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
     await t.close();
   });
 
-  const fleetOf = (queue: string, size: number, supervise: boolean) => {
+  const fleetOf = (queue: string, size: number, supervise: boolean, lease = LEASE) => {
     const fleet = new Fleet(
-      { url: t.url, schema: t.schema, queue, concurrency: 3, lease: LEASE, sweepInterval: SWEEP, pollInterval: 0.1, poolSize: 4, tables: { effects, first } },
+      { url: t.url, schema: t.schema, queue, concurrency: 3, lease, sweepInterval: SWEEP, pollInterval: 0.1, poolSize: 4, tables: { effects, first } },
       size,
       { prefix: `${queue}-`, supervise },
     );
@@ -46,7 +46,7 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
     const fleet = fleetOf(queue, 2, false);
     await fleet.started();
     const [frozen, other] = fleet.slots as [NonNullable<(typeof fleet.slots)[0]>, NonNullable<(typeof fleet.slots)[0]>];
-    const ids = await enqueueMany(Array.from({ length: 24 }, () => ({ task: "effect", payload: { ms: 700 }, maxAttempts: 5 })), { db: t.db, queue });
+    const ids = await enqueueMany(Array.from({ length: 12 }, () => ({ task: "effect", payload: { ms: 500 }, maxAttempts: 5 })), { db: t.db, queue });
     const held = await waitFor("the first worker running jobs", async () => {
       const rows = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [frozen.label]);
       return rows.length > 0 ? rows.map((r) => Number(r.id)) : undefined;
@@ -72,10 +72,10 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
 
   it("a poison job that kills its worker on every attempt ends failed after maxAttempts, and the other jobs are done", async () => {
     const queue = "poison";
-    const fleet = fleetOf(queue, 2, true); // a supervisor restarts whatever dies
+    const fleet = fleetOf(queue, 2, true, 1); // a supervisor restarts whatever dies; a short lease
     await fleet.started();
     const poison = await enqueue("poison", null, { db: t.db, queue, maxAttempts: 3, priority: 10 });
-    const others = await enqueueMany(Array.from({ length: 60 }, () => ({ task: "effect", payload: { ms: 30 }, maxAttempts: 10 })), { db: t.db, queue });
+    const others = await enqueueMany(Array.from({ length: 40 }, () => ({ task: "effect", payload: { ms: 30 }, maxAttempts: 10 })), { db: t.db, queue });
     await waitFor("the poison job to fail and the rest to be done", async () => (await finished(t, queue)) === others.length + 1, 60_000, 100);
     const job = await getJob(poison, { db: t.db });
     expect(job).toMatchObject({ status: "failed", attempts: 3 });

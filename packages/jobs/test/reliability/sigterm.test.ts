@@ -10,7 +10,7 @@ import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { Child, fixture, killAll } from "./helpers/children.js";
 
 const CLI = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
-const GRACE = 3;
+const GRACE = 2;
 const LEASE = 2;
 
 describe.each(backends())("SIGTERM on a worker process ($name)", (backend) => {
@@ -39,7 +39,7 @@ describe.each(backends())("SIGTERM on a worker process ($name)", (backend) => {
     const queue = "graceful";
     // Concurrency 2 with prefetch 2 claims four: two run (one short, one too long for the
     // grace period), two wait in the buffer. The rest are never claimed.
-    const short = await work(queue, "short", 2000, 10);
+    const short = await work(queue, "short", 1200, 10);
     const long = await work(queue, "long", 60_000, 10);
     const buffered = [await work(queue, "buffered1", 100, 5), await work(queue, "buffered2", 100, 5)];
     const untouched = [await work(queue, "later1", 100, 0), await work(queue, "later2", 100, 0)];
