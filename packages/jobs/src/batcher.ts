@@ -40,6 +40,8 @@ export class Batcher<T, R> {
 
   private async loop(): Promise<void> {
     try {
+      // Let the items resolved in this same turn of the event loop join the first batch.
+      await new Promise<void>((resolve) => setImmediate(resolve));
       let failures = 0;
       while (this.queue.length > 0 && !this.stopped) {
         const batch = this.queue.slice(0, this.maxBatch);

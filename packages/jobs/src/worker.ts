@@ -22,8 +22,12 @@ export interface WorkerOptions {
   queue?: string | readonly string[];
   /** Handlers running at once. Default 10. */
   concurrency?: number;
-  /** Jobs claimed ahead of free slots, so a finished job's slot refills without a round trip. Default = concurrency. */
-  prefetch?: number;
+  /**
+   * Jobs claimed ahead of free slots, so a finished job's slot refills without a round trip.
+   * Default "auto": as many as finish during two claim round trips (measured), at most 250 —
+   * large batches for quick jobs, next to none for slow ones (no worker hoards long jobs).
+   */
+  prefetch?: number | "auto";
   /** Seconds between polls when no wake-up arrives (delayed jobs, backends without LISTEN). Default 1. */
   pollInterval?: number;
   /** Seconds a claim lasts; extended automatically while the job runs. Default 30. */
@@ -43,6 +47,12 @@ export interface WorkerOptions {
 
 const WORKER_KEYS = ["queue", "concurrency", "prefetch", "pollInterval", "lease", "gracePeriod", "sweepInterval", "signal", "db", "events", "logger", "workerId"];
 const CLAIM_RETRY_MS = [100, 250, 500, 1000, 2000, 5000, 10000];
+const MAX_AUTO_PREFETCH = 250;
+
+/** Exponentially weighted: recent runs count most, one outlier does not swing the batch size. */
+function average(previous: number, sample: number): number {
+  return previous * 0.9 + sample * 0.1;
+}
 
 interface Run {
   job: ClaimedJob;
@@ -69,7 +79,11 @@ export class Worker {
   private readonly deps: RunDeps;
   private readonly queues: readonly string[];
   private readonly concurrency: number;
-  private readonly prefetch: number;
+  /** A fixed prefetch, or null for "auto" (see `prefetchTarget`). */
+  private readonly fixedPrefetch: number | null;
+  /** Running averages (ms) that size the automatic prefetch; written by `execute` and `loop`. */
+  private handlerMs: number | null = null;
+  private claimMs = 2;
   private readonly pollMs: number;
   private readonly graceMs: number;
   private readonly sweepMs: number;
@@ -96,7 +110,7 @@ export class Worker {
     if (queues.length === 0) throw new JobError("queue: give at least one queue name", "queue");
     this.queues = queues.map((q, i) => checkName(q, typeof options.queue === "string" ? "queue" : `queue[${i}]`));
     this.concurrency = options.concurrency === undefined ? 10 : checkInteger(options.concurrency, "concurrency", 1, 10_000);
-    this.prefetch = options.prefetch === undefined ? this.concurrency : checkInteger(options.prefetch, "prefetch", 0, 10_000);
+    this.fixedPrefetch = options.prefetch === undefined || options.prefetch === "auto" ? null : checkInteger(options.prefetch, "prefetch", 0, 10_000);
     this.pollMs = (options.pollInterval === undefined ? 1 : checkSeconds(options.pollInterval, "pollInterval", 0.001)) * 1000;
     this.graceMs = (options.gracePeriod === undefined ? 10 : checkSeconds(options.gracePeriod, "gracePeriod")) * 1000;
     this.sweepMs = (options.sweepInterval === undefined ? 5 : checkSeconds(options.sweepInterval, "sweepInterval")) * 1000;
@@ -163,11 +177,15 @@ export class Worker {
     let failures = 0;
     while (!this.stopping) {
       this.startBuffered();
-      const capacity = this.concurrency + this.prefetch - this.running.size - this.buffer.length;
-      const worthIt = capacity >= Math.max(1, Math.ceil((this.concurrency + this.prefetch) / 2)) || (this.buffer.length === 0 && capacity > 0);
+      const size = this.concurrency + this.prefetchTarget();
+      const capacity = size - this.running.size - this.buffer.length;
+      // Claim in batches: wait until half the room is free, unless slots would sit idle.
+      const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.buffer.length === 0 && capacity > 0);
       if (this.mayHaveWork && worthIt) {
         try {
+          const claimStarted = performance.now();
           const jobs = await claimJobs(this.db, { queues: this.queues, limit: capacity, lease: this.deps.lease, workerId: this.id });
+          this.claimMs = average(this.claimMs, performance.now() - claimStarted);
           failures = 0;
           if (jobs.length < capacity) this.mayHaveWork = false;
           for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
@@ -186,6 +204,14 @@ export class Worker {
       }
       await this.sleep(this.pollMs, () => (this.mayHaveWork = true));
     }
+  }
+
+  /** Jobs to hold beyond the running ones: enough to cover two claim round trips at full speed. */
+  private prefetchTarget(): number {
+    if (this.fixedPrefetch !== null) return this.fixedPrefetch;
+    if (this.handlerMs === null) return this.concurrency;
+    const needed = Math.ceil((2 * this.concurrency * this.claimMs) / Math.max(this.handlerMs, 0.01));
+    return Math.min(MAX_AUTO_PREFETCH, needed);
   }
 
   private startBuffered(): void {
@@ -208,6 +234,7 @@ export class Worker {
     const { job, info } = run;
     const outcome = await runHandler(job, info, this.handlers, this.deps, run.controller);
     const durationMs = Date.now() - run.startedAt;
+    this.handlerMs = this.handlerMs === null ? durationMs : average(this.handlerMs, durationMs);
     // Free the slot now; the write below may wait for its batch.
     this.running.delete(job.token);
     this.wake();

@@ -64,6 +64,38 @@ describe.each(backends())("the worker ($name)", (backend) => {
     expect(peak).toBe(3);
   });
 
+  it("automatic prefetch does not hoard slow jobs: two workers share them (a fixed large prefetch would not)", async () => {
+    const share = async (queue: string, prefetch: number | "auto") => {
+      await enqueueMany(Array.from({ length: 12 }, () => ({ task: "slow" })), { db: t.db, queue });
+      const ac = new AbortController();
+      const ran = { a: 0, b: 0 };
+      let done = 0;
+      const finished = deferred();
+      const worker = (name: "a" | "b") =>
+        createWorker(
+          {
+            slow: async () => {
+              await new Promise((r) => setTimeout(r, 60));
+              ran[name]++;
+              if (++done === 12) finished.resolve();
+            },
+          },
+          { db: t.db, queue, concurrency: 2, prefetch, pollInterval: 0.05, signal: ac.signal },
+        ).run();
+      const first = worker("a");
+      await waitFor("worker a to start", async () => done > 0 || ran.a > 0 || (await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'running'", [queue]).then((r) => Number(r[0]!.n) > 0)));
+      const second = worker("b");
+      await finished.promise;
+      ac.abort();
+      await Promise.all([first, second]);
+      return ran;
+    };
+    const auto = await share("share-auto", "auto");
+    expect(auto.b).toBeGreaterThanOrEqual(3);
+    const hoarded = await share("share-fixed", 250);
+    expect(hoarded.b).toBe(0);
+  });
+
   it("graceful shutdown: claims nothing more, lets in-flight jobs finish, hands back the rest without using an attempt", async () => {
     const queue = "graceful";
     const ids = await enqueueMany(Array.from({ length: 6 }, (_, i) => ({ task: "work", payload: { i }, maxAttempts: 3 })), { db: t.db, queue });
