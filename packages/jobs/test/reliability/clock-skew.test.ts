@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, enqueueMany, getJob, type Job } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
-import { keyText } from "./helpers/dialect.js";
+import { effectTables } from "./helpers/effects.js";
 import { Fleet } from "./helpers/fleet.js";
 import { expectSettled, finished } from "./helpers/queue.js";
 
@@ -19,11 +19,11 @@ const SLACK = 1.0;
 describe.each(backends())("clock skew between workers and the database ($name)", (backend) => {
   let t: TestDatabase;
   let fleet: Fleet | undefined;
+  let tables: { effects: string; first: string };
 
   beforeAll(async () => {
     t = await backend.create();
-    await t.sql(`CREATE TABLE ${t.tableName("effects")} (job_id bigint NOT NULL, attempt integer NOT NULL, worker ${keyText(t.db.dialect)} NOT NULL, PRIMARY KEY (job_id, attempt))`);
-    await t.sql(`CREATE TABLE ${t.tableName("first_effect")} (job_id bigint NOT NULL PRIMARY KEY, attempt integer NOT NULL)`);
+    tables = await effectTables(t);
   });
   afterAll(async () => {
     await fleet?.kill();
@@ -42,7 +42,7 @@ describe.each(backends())("clock skew between workers and the database ($name)",
         sweepInterval: SWEEP,
         pollInterval: 0.05,
         poolSize: 4,
-        tables: { effects: t.tableName("effects"), first: t.tableName("first_effect") },
+        tables,
       },
       SKEWS.length,
       { prefix: "skew", env: (slot) => ({ FORGE_CLOCK_SKEW_MS: String(SKEWS[slot]) }) },

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
-import { keyText } from "./helpers/dialect.js";
+import { effectTables } from "./helpers/effects.js";
 import { Fleet } from "./helpers/fleet.js";
 import { expectSettled, finished } from "./helpers/queue.js";
 
@@ -21,10 +21,7 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
 
   beforeAll(async () => {
     t = await backend.create();
-    effects = t.tableName("effects");
-    first = t.tableName("first_effect");
-    await t.sql(`CREATE TABLE ${effects} (job_id bigint NOT NULL, attempt integer NOT NULL, worker ${keyText(t.db.dialect)} NOT NULL, PRIMARY KEY (job_id, attempt))`);
-    await t.sql(`CREATE TABLE ${first} (job_id bigint NOT NULL PRIMARY KEY, attempt integer NOT NULL)`);
+    ({ effects, first } = await effectTables(t));
   });
   afterAll(async () => {
     for (const fleet of fleets) await fleet.kill();
@@ -47,13 +44,18 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
     await fleet.started();
     const [frozen, other] = fleet.slots as [NonNullable<(typeof fleet.slots)[0]>, NonNullable<(typeof fleet.slots)[0]>];
     const ids = await enqueueMany(Array.from({ length: 12 }, () => ({ task: "effect", payload: { ms: 500 }, maxAttempts: 5 })), { db: t.db, queue });
-    const held = await waitFor("the first worker running jobs", async () => {
-      const rows = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [frozen.label]);
-      return rows.length > 0 ? rows.map((r) => Number(r.id)) : undefined;
-    });
+    // Jobs it holds whose handler it has started (the rest wait prefetched in its buffer).
+    const runningHere = async () =>
+      (
+        await t.sql<{ id: number | string }>(
+          `SELECT j.id FROM {jobs} j JOIN ${effects} e ON e.job_id = j.id AND e.worker = $1 WHERE j.status = 'running' AND j.locked_by = $1`,
+          [frozen.label],
+        )
+      ).map((r) => Number(r.id));
+    await waitFor("the first worker running handlers", async () => (await runningHere()).length > 0);
     frozen.kill("SIGSTOP");
-    // Which of them its handlers had started (the rest were prefetched, waiting in its buffer).
-    const started = (await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${effects} WHERE worker = $1`, [frozen.label])).map((r) => Number(r.job_id));
+    const started = await runningHere();
+    const held = (await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [frozen.label])).map((r) => Number(r.id));
     expect(started.length).toBeGreaterThan(0);
     // Past its lease the others take its jobs and finish everything, while it sleeps.
     await waitFor("every job done by the other worker", async () => (await finished(t, queue)) === ids.length, 30_000, 100);

@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { Fleet } from "./helpers/fleet.js";
-import { inList, keyText } from "./helpers/dialect.js";
+import { inList } from "./helpers/dialect.js";
+import { effectTables } from "./helpers/effects.js";
 import { count, expectSettled, finished } from "./helpers/queue.js";
 import { LONG, scaled, timeoutMs } from "./helpers/scale.js";
 
@@ -35,11 +36,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
 
   beforeAll(async () => {
     t = await backend.create();
-    effects = t.tableName("effects");
-    first = t.tableName("first_effect");
-    const text = keyText(t.db.dialect);
-    await t.sql(`CREATE TABLE ${effects} (job_id bigint NOT NULL, attempt integer NOT NULL, worker ${text} NOT NULL, PRIMARY KEY (job_id, attempt))`);
-    await t.sql(`CREATE TABLE ${first} (job_id bigint NOT NULL PRIMARY KEY, attempt integer NOT NULL)`);
+    ({ effects, first } = await effectTables(t));
   });
   afterAll(async () => {
     await fleet?.kill();

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueue, enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
-import { keyText } from "./helpers/dialect.js";
+import { effectTables } from "./helpers/effects.js";
 import { Fleet } from "./helpers/fleet.js";
 import { hostAndPort, startProxy, viaProxy, type Proxy } from "./helpers/proxy.js";
 import { count, finished } from "./helpers/queue.js";
@@ -18,13 +18,13 @@ const DEFAULT_PORTS = { postgres: 5432, mysql: 3306, sqlite: 0 };
 describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network cut ($name)", (backend) => {
   let t: TestDatabase;
   let proxy: Proxy;
+  let tables: { effects: string; first: string };
   const fleets: Fleet[] = [];
 
   beforeAll(async () => {
     t = await backend.create();
     proxy = await startProxy(hostAndPort(t.url, DEFAULT_PORTS[backend.name]));
-    await t.sql(`CREATE TABLE ${t.tableName("effects")} (job_id bigint NOT NULL, attempt integer NOT NULL, worker ${keyText(t.db.dialect)} NOT NULL, PRIMARY KEY (job_id, attempt))`);
-    await t.sql(`CREATE TABLE ${t.tableName("first_effect")} (job_id bigint NOT NULL PRIMARY KEY, attempt integer NOT NULL)`);
+    tables = await effectTables(t);
   });
   afterAll(async () => {
     for (const fleet of fleets) await fleet.kill();
@@ -45,7 +45,7 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network c
           sweepInterval: 0.5,
           pollInterval: 0.2,
           poolSize: 4,
-          tables: { effects: t.tableName("effects"), first: t.tableName("first_effect") },
+          tables,
         },
         1,
         { prefix },
@@ -57,11 +57,11 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network c
     await cutOff.started();
     const [far] = cutOff.slots;
     const ids = await enqueueMany(Array.from({ length: 30 }, () => ({ task: "effect", payload: { ms: 600 }, maxAttempts: 5 })), { db: t.db, queue });
-    await waitFor("the worker behind the proxy running jobs", async () => (await count(t, `SELECT count(*) AS n FROM ${t.tableName("effects")} WHERE worker = $1`, [far!.label])) > 0);
+    await waitFor("the worker behind the proxy running jobs", async () => (await count(t, `SELECT count(*) AS n FROM ${tables.effects} WHERE worker = $1`, [far!.label])) > 0);
 
     proxy.cut();
     const held = (await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [far!.label])).map((r) => Number(r.id));
-    const started = (await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${t.tableName("effects")} WHERE worker = $1`, [far!.label])).map((r) => Number(r.job_id));
+    const started = (await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${tables.effects} WHERE worker = $1`, [far!.label])).map((r) => Number(r.job_id));
     const healthy = worker(t.url, "healthy");
 
     // An enqueue through the cut, on a new connection: a clear error within the connect timeout, not a hang.
