@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { chown, mkdtemp, readFile, rm } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -82,6 +82,13 @@ export async function startPrivatePostgres(bin: string): Promise<PrivatePostgres
   let destroyed = false;
   const pgCtl = (args: string[]) => run(join(bin, "pg_ctl"), ["-D", data, ...args]);
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=60`;
+  // Last resort if the test run itself dies before destroy(): never leave a server running.
+  const onExit = () => {
+    const args = [join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop"];
+    if (process.getuid?.() === 0) spawnSync("runuser", ["-u", "postgres", "--", ...args], { stdio: "ignore" });
+    else spawnSync(args[0]!, args.slice(1), { stdio: "ignore" });
+  };
+  process.once("exit", onExit);
   const instance: PrivatePostgres = {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
@@ -102,6 +109,7 @@ export async function startPrivatePostgres(bin: string): Promise<PrivatePostgres
     async destroy() {
       if (destroyed) return;
       destroyed = true;
+      process.off("exit", onExit);
       if (running || existsSync(join(data, "postmaster.pid"))) await pgCtl(["-m", "immediate", "-w", "-t", "30", "stop"]).catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
     },
