@@ -4,13 +4,14 @@
 // reads back exactly as given, or throw JobError having written nothing. Never another error.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, getJob, JobError } from "../../src/index.js";
+import { enqueue, enqueueMany, getJob, JobError } from "../../src/index.js";
 import { backends, type TestDatabase } from "../helpers/backends.js";
-import { jobRows } from "./helpers/queue.js";
+import { jobRows, rejection } from "./helpers/queue.js";
 import { scaled, timeoutMs } from "./helpers/scale.js";
 
 const HOSTILE_RUNS = scaled(1000, 10_000);
 const VALID_RUNS = scaled(200, 1000);
+const BATCH_RUNS = scaled(150, 1000);
 /** The default maxPayloadBytes (1 MiB of JSON). */
 const LIMIT = 1024 * 1024;
 /** FORGE_RELIABILITY_SEED replays a failing run (fast-check prints the seed and path). */
@@ -116,6 +117,15 @@ const options = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom<unknown>(null, [], "options", 42, true) },
 );
 
+/** An enqueueMany item that may be anything (no keys: their model is the single-call property's). */
+const hostileItem = fc.oneof(
+  { weight: 8, arbitrary: fc.tuple(name, payload, knownOptions).map(([task, value, opts]) => {
+    const { idempotencyKey: _i, dedupKey: _d, ...rest } = opts as Record<string, unknown>;
+    return { task, payload: value, ...rest } as unknown;
+  }) },
+  { weight: 1, arbitrary: fc.constantFrom<unknown>(null, "item", 7, [], { payload: 1 }) },
+);
+
 /** Inputs valid by construction: these must always be accepted. */
 const safeText = fc.string({ unit: "grapheme", minLength: 1, maxLength: 60 }).filter((s) => !s.includes("\u0000"));
 const validCall = fc.record({
@@ -153,6 +163,29 @@ describe.each(backends())("hostile enqueue input ($name)", (backend) => {
 
   const optionalKey = (v: unknown) => (v === undefined || v === null || v === "" ? null : (v as string));
 
+  /** The job reads back exactly as it was given: task and queue literally, payload as its JSON round trip. */
+  async function expectStored(id: number, task: unknown, payload: unknown, o: Record<string, unknown>): Promise<void> {
+    const job = await getJob(id, { db: t.db });
+    expect(job).not.toBeNull();
+    expect(job).toMatchObject({
+      task,
+      queue: o.queue ?? "default",
+      status: "pending",
+      priority: ((o.priority as number | undefined) ?? 0) + 0, // -0 is stored as 0
+      attempts: 0,
+      maxAttempts: o.maxAttempts ?? 1,
+      tenant: optionalKey(o.tenant),
+      idempotencyKey: optionalKey(o.idempotencyKey),
+      dedupKey: optionalKey(o.dedupKey),
+      lastError: null,
+      result: null,
+      progress: null,
+    });
+    expect(job!.payload).toEqual(JSON.parse(JSON.stringify(payload) ?? "null") as unknown);
+    const delay = (job!.runAt.getTime() - job!.createdAt.getTime()) / 1000;
+    expect(Math.abs(delay - ((o.availableIn as number | undefined) ?? 0))).toBeLessThan(1);
+  }
+
   /** One call: a new job that reads back as given, the job its key already names, or a JobError and no write. */
   async function check(task: unknown, payload: unknown, rawOptions: unknown): Promise<"created" | "existing" | "refused"> {
     const given = typeof rawOptions === "object" && rawOptions !== null && !Array.isArray(rawOptions) ? (rawOptions as Record<string, unknown>) : null;
@@ -184,26 +217,7 @@ describe.each(backends())("hostile enqueue input ($name)", (backend) => {
     }
     expect(holders).toEqual([]); // a new job although its key was taken: a duplicate
     expect(after).toBe(before + 1);
-    const job = await getJob(id, { db: t.db });
-    expect(job).not.toBeNull();
-    const expectedPayload = JSON.parse(JSON.stringify(payload) ?? "null") as unknown;
-    expect(job).toMatchObject({
-      task,
-      queue: o.queue ?? "default",
-      status: "pending",
-      priority: ((o.priority as number | undefined) ?? 0) + 0, // -0 is stored as 0
-      attempts: 0,
-      maxAttempts: o.maxAttempts ?? 1,
-      tenant: tn,
-      idempotencyKey: ik,
-      dedupKey: dk,
-      lastError: null,
-      result: null,
-      progress: null,
-    });
-    expect(job!.payload).toEqual(expectedPayload);
-    const delay = (job!.runAt.getTime() - job!.createdAt.getTime()) / 1000;
-    expect(Math.abs(delay - ((o.availableIn as number | undefined) ?? 0))).toBeLessThan(1);
+    await expectStored(id, task, payload, o);
     if (ik !== null) byIdempotencyKey.set(ik, { id, tenant: tn });
     if (dk !== null) byDedupKey.set(dk, { id, tenant: tn });
     return "created";
@@ -226,6 +240,47 @@ describe.each(backends())("hostile enqueue input ($name)", (backend) => {
       console.info(`[reliability] ${backend.name}: hostile enqueue ${JSON.stringify(outcomes)}, refused by ${JSON.stringify(Object.fromEntries(refusedBy))}`);
     },
     timeoutMs(150, 1200),
+  );
+
+  it(
+    `${BATCH_RUNS} enqueueMany batches with at most one hostile item: all written, or a JobError and none, exactly when that item alone is refused`,
+    async () => {
+      const outcomes = { created: 0, refused: 0 };
+      await fc.assert(
+        fc.asyncProperty(fc.array(validCall, { maxLength: 4 }), fc.option(hostileItem, { nil: undefined }), fc.nat(), async (valid, hostile, at) => {
+          const items: unknown[] = valid.map((v) => ({ task: v.task, payload: v.payload, ...v.options }));
+          if (hostile !== undefined) items.splice(at % (items.length + 1), 0, hostile);
+          const before = await jobRows(t);
+          let ids: number[];
+          try {
+            ids = await enqueueMany(items as never, { db: t.db });
+          } catch (error) {
+            if (!(error instanceof JobError)) throw new Error(`enqueueMany threw ${(error as Error)?.name}, not a JobError: ${String((error as Error)?.message ?? error)}`);
+            expect(await jobRows(t)).toBe(before); // all or nothing
+            // The valid items cannot be the reason: the hostile one alone is refused as well.
+            expect(hostile).toBeDefined();
+            if (typeof hostile === "object" && hostile !== null && !Array.isArray(hostile)) {
+              const { task, payload: value, ...opts } = hostile as Record<string, unknown>;
+              await rejection(() => enqueue(task as string, value as never, { ...opts, db: t.db } as never));
+            }
+            outcomes.refused++;
+            return;
+          }
+          expect(ids.length).toBe(items.length);
+          expect(new Set(ids).size).toBe(ids.length);
+          expect(await jobRows(t)).toBe(before + items.length);
+          for (const [i, id] of ids.entries()) {
+            const { task, payload: value, ...opts } = items[i] as Record<string, unknown>;
+            await expectStored(id, task, value, opts);
+          }
+          outcomes.created++;
+        }),
+        { numRuns: BATCH_RUNS, seed: SEED, path: PATH },
+      );
+      expect(outcomes.created).toBeGreaterThan(0);
+      expect(outcomes.refused).toBeGreaterThan(0);
+    },
+    timeoutMs(60, 300),
   );
 
   it(
