@@ -54,13 +54,20 @@ const CLAIMED_COLUMNS = "id, queue, task, payload, priority, attempts, max_attem
 
 const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
   // SKIP LOCKED: concurrent claimers pass over each other's rows instead of waiting on them.
+  // One index walk per queue (LATERAL): `queue = ANY($1)` would lose the index order and sort
+  // every pending row of the backlog on each claim; this stops after LIMIT rows per queue.
   postgres: (db) => `
     WITH picked AS (
-      SELECT id FROM ${db.table}
-      WHERE status = 'pending' AND queue = ANY($1::text[]) AND run_at <= now()
-      ORDER BY priority DESC, id
+      SELECT p.id FROM unnest($1::text[]) AS q(name)
+      CROSS JOIN LATERAL (
+        SELECT id, priority FROM ${db.table}
+        WHERE status = 'pending' AND queue = q.name AND run_at <= now()
+        ORDER BY priority DESC, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+      ) AS p
+      ORDER BY p.priority DESC, p.id
       LIMIT $2
-      FOR UPDATE SKIP LOCKED
     )
     UPDATE ${db.table} AS j
     SET status = 'running', attempts = j.attempts + 1, claim_token = gen_random_uuid(), started_at = now(),
@@ -76,11 +83,7 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
         `UPDATE ${db.table}
          SET status = 'running', attempts = attempts + 1, claim_token = ${SQLITE_UUID}, started_at = ${SQLITE_NOW},
              locked_until = ${sqliteNowPlus("$3")}, heartbeat_at = ${SQLITE_NOW}, locked_by = $4, updated_at = ${SQLITE_NOW}
-         WHERE id IN (
-           SELECT id FROM ${db.table}
-           WHERE status = 'pending' AND queue IN (SELECT value FROM json_each($1)) AND run_at <= ${SQLITE_NOW}
-           ORDER BY priority DESC, id
-           LIMIT $2)
+         WHERE id IN (${sqlitePick(db, (params[0] as readonly string[]).length)})
          RETURNING ${CLAIMED_COLUMNS}`,
         params,
       ),
@@ -90,16 +93,24 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
   // in one transaction. neg_priority = -priority: the index walks priority DESC, id forwards.
   mysql: (db) => (executor, [queues, limit, lease, workerId]) =>
     executor.transaction(async (tx) => {
-      const picked = await tx.query<{ id: number | string }>(
-        `SELECT id FROM ${db.table}
-         WHERE status = 'pending' AND queue IN ($1) AND run_at <= ${MYSQL_NOW}
-         ORDER BY neg_priority, id
-         LIMIT $2
-         FOR UPDATE SKIP LOCKED`,
-        [queues, limit],
-      );
-      if (picked.rows.length === 0) return { rows: [], rowCount: 0 };
-      const ids = picked.rows.map((r) => Number(r.id));
+      // One locked index walk per queue: `queue IN (…)` of several queues makes MariaDB scan
+      // and filesort the whole backlog. Rows locked here but not taken stay pending; the
+      // locks end with this short transaction.
+      const candidates: { id: number; priority: number }[] = [];
+      for (const queue of queues as readonly string[]) {
+        const found = await tx.query<{ id: number | string; priority: number }>(
+          `SELECT id, priority FROM ${db.table}
+           WHERE status = 'pending' AND queue = $1 AND run_at <= ${MYSQL_NOW}
+           ORDER BY neg_priority, id
+           LIMIT $2
+           FOR UPDATE SKIP LOCKED`,
+          [queue, limit],
+        );
+        for (const row of found.rows) candidates.push({ id: Number(row.id), priority: Number(row.priority) });
+      }
+      if (candidates.length === 0) return { rows: [], rowCount: 0 };
+      candidates.sort((a, b) => b.priority - a.priority || a.id - b.id);
+      const ids = candidates.slice(0, Number(limit)).map((c) => c.id);
       await tx.query(
         `UPDATE ${db.table}
          SET status = 'running', attempts = attempts + 1, claim_token = ELT(FIELD(id, $1), $2), started_at = ${MYSQL_NOW},
@@ -110,6 +121,20 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
       return tx.query<ClaimRow>(`SELECT ${CLAIMED_COLUMNS} FROM ${db.table} WHERE id IN ($1)`, [ids]);
     }),
 };
+
+/**
+ * SQLite: the ids to claim, one index walk per queue (`queue IN (json_each)` would scan the
+ * table and sort it in a temporary B-tree). `$1` is the JSON array of queue names.
+ */
+function sqlitePick(db: JobsDatabase, queues: number): string {
+  const perQueue = Array.from(
+    { length: queues },
+    (_, i) => `SELECT id, priority FROM (SELECT id, priority FROM ${db.table}
+       WHERE status = 'pending' AND queue = json_extract($1, '$[${i}]') AND run_at <= ${SQLITE_NOW}
+       ORDER BY priority DESC, id LIMIT $2)`,
+  );
+  return `SELECT id FROM (${perQueue.join(" UNION ALL ")}) ORDER BY priority DESC, id LIMIT $2`;
+}
 
 export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimedJob[]> {
   if (request.limit <= 0 || request.queues.length === 0) return [];
