@@ -296,18 +296,25 @@ function assignInserted(batch: NewJob[], indexes: number[], rows: InsertedRow[],
   });
 }
 
+/**
+ * The job a keyed insert lost to. The idempotency key is looked up first (same key, same job,
+ * whatever its state); a job with both keys can also lose on its dedup key alone — a new
+ * idempotency key while another active job holds the dedup key — and then gets that holder.
+ */
 async function findExisting(db: JobsDatabase, executor: Executor, job: NewJob): Promise<number | undefined> {
-  const found = job.idempotencyKey !== null
-    ? await executor.query<{ id: number | string; tenant: string | null }>(`SELECT id, tenant FROM ${db.table} WHERE idempotency_key = $1`, [job.idempotencyKey])
-    : await executor.query<{ id: number | string; tenant: string | null }>(
-        `SELECT id, tenant FROM ${db.table} WHERE dedup_key = $1 AND status IN ('pending', 'running')`,
-        [job.dedupKey],
-      );
-  const row = found.rows[0];
+  type Holder = { id: number | string; tenant: string | null };
+  let row: Holder | undefined;
+  let which: "idempotencyKey" | "dedupKey" = "idempotencyKey";
+  if (job.idempotencyKey !== null) {
+    row = (await executor.query<Holder>(`SELECT id, tenant FROM ${db.table} WHERE idempotency_key = $1`, [job.idempotencyKey])).rows[0];
+  }
+  if (!row && job.dedupKey !== null) {
+    which = "dedupKey";
+    row = (await executor.query<Holder>(`SELECT id, tenant FROM ${db.table} WHERE dedup_key = $1 AND status IN ('pending', 'running')`, [job.dedupKey])).rows[0];
+  }
   if (!row) return undefined;
   if ((row.tenant ?? null) !== job.tenant) {
     // Keys are unique across tenants; a colliding key must never hand out another tenant's job.
-    const which = job.idempotencyKey !== null ? "idempotencyKey" : "dedupKey";
     throw new JobError(`${which} is already used by a job of another tenant; include the tenant in the key`, which);
   }
   return Number(row.id);

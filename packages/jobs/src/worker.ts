@@ -98,6 +98,9 @@ export class Worker {
   private started = false;
   private wakeUp: (() => void) | null = null;
   private idleAnnounced = false;
+  /** When the leases of every held job were last known good (a claim or an extension). */
+  private leasesConfirmedAt = performance.now();
+  private confirming: Promise<void> | null = null;
   private stopped: Promise<void> | null = null;
   private readonly timers: NodeJS.Timeout[] = [];
 
@@ -155,6 +158,7 @@ export class Worker {
     const onAbort = () => void this.stop();
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
+      this.leasesConfirmedAt = performance.now();
       await this.wakeups.start();
       this.every(this.deps.lease * 1000 / 3, () => this.extendAll());
       if (this.sweepMs > 0) this.every(this.sweepMs, () => this.sweep());
@@ -215,6 +219,19 @@ export class Worker {
   }
 
   private startBuffered(): void {
+    // After a stall (a frozen process, a long GC, a lost connection) the buffered jobs' leases
+    // may have lapsed and the jobs been taken by another worker: confirm them before running.
+    if (this.buffer.length > 0 && performance.now() - this.leasesConfirmedAt > this.deps.lease * 800) {
+      if (!this.confirming) {
+        this.confirming = this.extendAll()
+          .catch((error: unknown) => this.error(error, "confirming leases"))
+          .finally(() => {
+            this.confirming = null;
+            this.wake();
+          });
+      }
+      return;
+    }
     while (this.running.size < this.concurrency && this.buffer.length > 0 && !this.stopping) {
       this.start(this.buffer.shift() as ClaimedJob);
     }
@@ -277,8 +294,14 @@ export class Worker {
 
   private async extendAll(): Promise<void> {
     const tokens = [...this.running.keys(), ...this.buffer.map((j) => j.token), ...this.completing];
-    if (tokens.length === 0) return;
+    const asked = performance.now();
+    if (tokens.length === 0) {
+      this.leasesConfirmedAt = asked;
+      return;
+    }
     const owned = await extendLeases(this.db, tokens, this.deps.lease);
+    // Jobs claimed while this ran have leases at least as fresh as `asked`.
+    this.leasesConfirmedAt = asked;
     for (const token of tokens) {
       if (owned.has(token)) continue;
       const run = this.running.get(token);
@@ -287,7 +310,10 @@ export class Worker {
         loseJob(run.controller, run.info);
       }
       const index = this.buffer.findIndex((j) => j.token === token);
-      if (index >= 0) this.buffer.splice(index, 1);
+      if (index >= 0) {
+        const [lost] = this.buffer.splice(index, 1);
+        this.emitter.emit("job:fenced", { job: jobInfo(lost as ClaimedJob), write: "heartbeat" });
+      }
     }
   }
 

@@ -56,6 +56,12 @@ describe.each(backends())("idempotency and dedup keys ($name)", (backend) => {
     expect(await count("dedup_key = $1", ["sync-org-7"])).toBe(2);
   });
 
+  it("a new idempotency key whose dedup key is held by an active job gets that job", async () => {
+    const holder = await enqueue("both", null, { db: t.db, queue: "both", dedupKey: "sync-both", idempotencyKey: "first-click" });
+    expect(await enqueue("both", null, { db: t.db, queue: "both", dedupKey: "sync-both", idempotencyKey: "second-click" })).toBe(holder);
+    expect(await enqueue("both", null, { db: t.db, queue: "both", dedupKey: "sync-both" })).toBe(holder);
+  });
+
   it("20 concurrent enqueues with one dedup key make one active job and none throws", async () => {
     const results = await Promise.allSettled(Array.from({ length: 20 }, () => enqueue("d", null, { db: t.db, queue: "dd", dedupKey: "race" })));
     expect(results.filter((r) => r.status === "rejected")).toEqual([]);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createWorker, enqueue, enqueueMany, getJob, JobAbortedError, type JobContext, type WorkerEvents } from "../src/index.js";
+import { createWorker, enqueue, enqueueMany, getJob, JobAbortedError, reclaim, type JobContext, type WorkerEvents } from "../src/index.js";
 import { backends, deferred, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("the worker ($name)", (backend) => {
@@ -94,6 +94,45 @@ describe.each(backends())("the worker ($name)", (backend) => {
     expect(auto.b).toBeGreaterThanOrEqual(3);
     const hoarded = await share("share-fixed", 250);
     expect(hoarded.b).toBe(0);
+  });
+
+  it("after a stall longer than the lease, buffered jobs are confirmed before they run: none runs under a stale claim", async () => {
+    const queue = "stall";
+    const ids = await enqueueMany([{ task: "freeze", maxAttempts: 3 }, { task: "count", maxAttempts: 3 }, { task: "count", maxAttempts: 3 }], { db: t.db, queue });
+    const ac = new AbortController();
+    const staleRuns: number[] = [];
+    let frozen = false;
+    const runs = new Map<number, number>();
+    let counted = 0;
+    const finished = deferred();
+    const worker = createWorker(
+      {
+        freeze: async () => {
+          if (frozen) return; // taken back too, it runs again: freeze only once
+          frozen = true;
+          // Another worker's sweep takes every held job (the two buffered ones too) …
+          await reclaim({ db: t.db, lease: 0, queue });
+          // … while this process is frozen past its lease (no timer, no extension can run).
+          const until = Date.now() + 700;
+          while (Date.now() < until);
+        },
+        count: async (_p, ctx: JobContext) => {
+          runs.set(ctx.job.id, (runs.get(ctx.job.id) ?? 0) + 1);
+          if (!(await ctx.heartbeat())) staleRuns.push(ctx.job.id);
+          else if (++counted === 2) finished.resolve();
+        },
+      },
+      { db: t.db, queue, concurrency: 1, prefetch: 2, lease: 0.5, pollInterval: 0.05, sweepInterval: 0, signal: ac.signal },
+    );
+    const fenced: string[] = [];
+    worker.on("job:fenced", (e) => fenced.push(`${e.job.id}:${e.write}`));
+    const running = worker.run();
+    await finished.promise;
+    ac.abort();
+    await running;
+    expect(staleRuns).toEqual([]);
+    expect([runs.get(ids[1]!), runs.get(ids[2]!)]).toEqual([1, 1]);
+    expect(fenced).toEqual(expect.arrayContaining([`${ids[1]}:heartbeat`, `${ids[2]}:heartbeat`]));
   });
 
   it("graceful shutdown: claims nothing more, lets in-flight jobs finish, hands back the rest without using an attempt", async () => {
