@@ -12,13 +12,17 @@ export interface Completion {
 }
 
 const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | string; claim_token: string }>> = {
-  // Fenced: a row whose token changed (taken over) or that is no longer running is left alone.
+  // Fenced by the token alone: it is cleared whenever a job leaves `running` (done here,
+  // failed, reclaimed, cancelled, handed back), so a taken-over run matches nothing. Without a
+  // `status = 'running'` condition the planner cannot drive the join from the jobs_running
+  // partial index — which statistics taken while nothing ran estimate at one row, turning
+  // each batch into running-rows × batch comparisons — only from the primary key.
   postgres: (db) => `
     UPDATE ${db.table} AS j
-    SET status = 'done', result = v.result::jsonb, finished_at = now(), updated_at = now(), locked_until = NULL
+    SET status = 'done', result = v.result::jsonb, finished_at = now(), updated_at = now(), locked_until = NULL, claim_token = NULL
     FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
-    WHERE j.id = v.id AND j.claim_token = v.token AND j.status = 'running'
-    RETURNING j.id, j.claim_token::text AS claim_token`,
+    WHERE j.id = v.id AND j.claim_token = v.token
+    RETURNING j.id, v.token::text AS claim_token`,
   // The three arrays arrive as JSON; json_each numbers their elements alike (key).
   sqlite: (db) => `
     UPDATE ${db.table} AS j

@@ -57,7 +57,7 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     signal: controller.signal,
     progress: job.progress,
     heartbeat: async () => {
-      const owned = (await extendLeases(deps.db, [job.token], deps.lease)).has(job.token);
+      const owned = (await extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)).has(job.token);
       if (!owned) {
         deps.emitter.emit("job:fenced", { job: info, write: "heartbeat" });
         loseJob(controller, info);

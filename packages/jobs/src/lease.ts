@@ -9,11 +9,28 @@ import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 export const DEFAULT_LEASE_SECONDS = 30;
 
 const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: string }>> = {
-  postgres: (db) => `
-    UPDATE ${db.table}
-    SET locked_until = now() + make_interval(secs => $2), heartbeat_at = now()
-    WHERE claim_token = ANY($1::uuid[]) AND status = 'running'
-    RETURNING claim_token::text AS claim_token`,
+  // With the ids (a worker's own jobs), the join runs through the primary key: matching
+  // thousands of tokens with `= ANY` against every running row costs tokens × rows. A token
+  // is cleared whenever its job leaves `running`, so the token alone is the fence.
+  postgres: (db) => (executor, [tokens, lease, ids]) =>
+    ids
+      ? executor.query<{ claim_token: string }>(
+          `UPDATE ${db.table} AS j
+           SET locked_until = now() + make_interval(secs => $2), heartbeat_at = now()
+           FROM unnest($3::bigint[], $1::uuid[]) AS v(id, token)
+           WHERE j.id = v.id AND j.claim_token = v.token
+           RETURNING v.token::text AS claim_token`,
+          [tokens, lease, ids],
+          "extend",
+        )
+      : executor.query<{ claim_token: string }>(
+          `UPDATE ${db.table}
+           SET locked_until = now() + make_interval(secs => $2), heartbeat_at = now()
+           WHERE claim_token = ANY($1::uuid[]) AND status = 'running'
+           RETURNING claim_token::text AS claim_token`,
+          [tokens, lease],
+          "heartbeat",
+        ),
   sqlite: (db) => `
     UPDATE ${db.table}
     SET locked_until = ${sqliteNowPlus("$2")}, heartbeat_at = ${SQLITE_NOW}
@@ -40,10 +57,21 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
  * Extends the leases of the given claims from the database's now; returns the tokens that
  * are still valid. A token missing from the answer lost its job (taken over or cancelled).
  */
-export async function extendLeases(db: JobsDatabase, tokens: readonly string[], lease: number): Promise<Set<string>> {
-  if (tokens.length === 0) return new Set();
-  const { rows } = await runSql<{ claim_token: string }>(db.executor, forDialect(EXTEND, db.dialect, "extend leases")(db), [tokens, lease], "extend");
+export async function extendLeases(db: JobsDatabase, claims: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
+  if (claims.length === 0) return new Set();
+  const { rows } = await runSql<{ claim_token: string }>(
+    db.executor,
+    forDialect(EXTEND, db.dialect, "extend leases")(db),
+    [claims.map((c) => c.token), lease, claims.map((c) => c.id)],
+    "extend",
+  );
   return new Set(rows.map((r) => String(r.claim_token)));
+}
+
+/** The same for one token whose job id the caller does not know (the public `heartbeat`). */
+async function extendByToken(db: JobsDatabase, token: string, lease: number): Promise<boolean> {
+  const { rows } = await runSql<{ claim_token: string }>(db.executor, forDialect(EXTEND, db.dialect, "extend leases")(db), [[token], lease, null]);
+  return rows.some((r) => String(r.claim_token) === token);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -56,5 +84,5 @@ export async function heartbeat(token: string, options: { lease?: number; db?: D
   const db = resolveDb(options.db);
   const lease = options.lease === undefined ? DEFAULT_LEASE_SECONDS : checkSeconds(options.lease, "lease");
   if (typeof token !== "string" || !UUID.test(token)) return false;
-  return (await extendLeases(db, [token], lease)).has(token);
+  return extendByToken(db, token, lease);
 }

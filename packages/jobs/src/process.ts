@@ -43,7 +43,7 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
   const controller = new AbortController();
   // Keep the lease alive while the handler runs, as the worker does for its jobs.
   const keepAlive = setInterval(() => {
-    extendLeases(deps.db, [job.token], deps.lease)
+    extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)
       .then((owned) => {
         if (!owned.has(job.token)) loseJob(controller, info);
       })

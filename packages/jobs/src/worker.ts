@@ -92,7 +92,7 @@ export class Worker {
 
   private readonly buffer: ClaimedJob[] = [];
   private readonly running = new Map<string, Run>();
-  private readonly completing = new Set<string>();
+  private readonly completing = new Map<string, number>();
   private mayHaveWork = true;
   private stopping = false;
   private started = false;
@@ -260,7 +260,7 @@ export class Worker {
     }
     try {
       if (outcome.kind === "succeeded") {
-        this.completing.add(job.token);
+        this.completing.set(job.token, job.id);
         const kept = await this.completions.add({ id: job.id, token: job.token, result: outcome.result });
         if (kept) {
           this.emitter.emit("job:succeeded", { job: info, durationMs });
@@ -293,13 +293,18 @@ export class Worker {
   }
 
   private async extendAll(): Promise<void> {
-    const tokens = [...this.running.keys(), ...this.buffer.map((j) => j.token), ...this.completing];
+    const claims = [
+      ...[...this.running.values()].map((r) => ({ id: r.job.id, token: r.job.token })),
+      ...this.buffer.map((j) => ({ id: j.id, token: j.token })),
+      ...[...this.completing].map(([token, id]) => ({ id, token })),
+    ];
+    const tokens = claims.map((c) => c.token);
     const asked = performance.now();
     if (tokens.length === 0) {
       this.leasesConfirmedAt = asked;
       return;
     }
-    const owned = await extendLeases(this.db, tokens, this.deps.lease);
+    const owned = await extendLeases(this.db, claims, this.deps.lease);
     // Jobs claimed while this ran have leases at least as fresh as `asked`.
     this.leasesConfirmedAt = asked;
     for (const token of tokens) {
