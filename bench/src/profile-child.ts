@@ -30,7 +30,9 @@ const table = `${SCHEMA.forge}.jobs`;
 const tableStats = async () =>
   (await admin.query<{ upd: string; hot: string }>(`SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_user_tables WHERE relid = '${table}'::regclass`)).rows[0]!;
 const dbStats = async () =>
-  (await admin.query<{ commits: string; wal: string }>(`SELECT xact_commit::text AS commits, pg_current_wal_lsn()::text AS wal FROM pg_stat_database WHERE datname = current_database()`)).rows[0]!;
+  (await admin.query<{ commits: string; wal: string; deadlocks: string }>(
+    `SELECT xact_commit::text AS commits, deadlocks::text AS deadlocks, pg_current_wal_lsn()::text AS wal FROM pg_stat_database WHERE datname = current_database()`,
+  )).rows[0]!;
 const statsBefore = await tableStats();
 const dbBefore = await dbStats();
 
@@ -50,7 +52,11 @@ await session.post("Profiler.start");
 const elu0 = performance.eventLoopUtilization();
 const cpu0 = process.cpuUsage();
 const t0 = performance.now();
-const running = forge.runWorker({ noop: () => void (++seen === n && allSeen()) }, { db: workerDb, concurrency, signal: controller.signal });
+const workerErrors: string[] = [];
+const running = forge.runWorker(
+  { noop: () => void (++seen === n && allSeen()) },
+  { db: workerDb, concurrency, signal: controller.signal, events: { "worker:error": (e) => void workerErrors.push(`${e.during}: ${(e.error as Error)?.message ?? String(e.error)}`) } },
+);
 await everyJob;
 while (Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${table} WHERE status IN ('pending', 'running')`)).rows[0]!.n) > 0) await sleep(5);
 const seconds = (performance.now() - t0) / 1000;
@@ -67,12 +73,15 @@ await workerDb.close();
 
 /**
  * Server-side cost of each statement the run sent: replayed once under EXPLAIN ANALYZE (rolled
- * back), for planning vs execution time; and the enqueue statement 300× unnamed (parsed and
+ * back, with a backlog of N pending jobs in the table again), for planning vs execution time; and the enqueue statement 300× unnamed (parsed and
  * planned every time, as sent today) vs 300× as a named prepared statement, inside one
  * rolled-back transaction so no commit/fsync is in the timing.
  */
 const replay = new pg.Client({ connectionString: PG_URL });
 await replay.connect();
+// A backlog again, so the claim replays against what the run's first claims met (no ANALYZE:
+// statistics taken now would stay with the table).
+await replay.query(`INSERT INTO ${table} (queue, task, payload) SELECT 'default', 'noop', jsonb_build_object('i', g) FROM generate_series(1, $1::int) g`, [n]);
 const explained: { sql: string; planningMs: number; executionMs: number }[] = [];
 for (const [sql, d] of detail) {
   if (!/^(WITH|UPDATE|INSERT|SELECT)/i.test(d.text.trim())) continue;
@@ -101,6 +110,7 @@ if (insert) {
   await time(true); // prepare once
   prepared = { unnamedUs: await time(false), namedUs: await time(true) };
 }
+await replay.query(`TRUNCATE ${table} RESTART IDENTITY`);
 await replay.end();
 writeFileSync(`${outDir}/forge-c${concurrency}.cpuprofile`, JSON.stringify(profile));
 // Backends flush their statistics when they exit (the worker's pool just closed).
@@ -116,6 +126,9 @@ const summary = {
   rate: n / seconds,
   statementsPerJob: statements / n,
   commitsPerJob: (Number(dbAfter.commits) - Number(dbBefore.commits)) / n,
+  deadlocks: Number(dbAfter.deadlocks) - Number(dbBefore.deadlocks),
+  workerErrors: workerErrors.slice(0, 5),
+  workerErrorCount: workerErrors.length,
   walBytesPerJob: Number(wal) / n,
   tupleUpdatesPerJob: (Number(statsAfter.upd) - Number(statsBefore.upd)) / n,
   hotUpdateShare: (Number(statsAfter.hot) - Number(statsBefore.hot)) / Math.max(1, Number(statsAfter.upd) - Number(statsBefore.upd)),

@@ -94,14 +94,16 @@ export interface Args {
   only: MeasureName[] | null;
   rounds: number | null;
   save: boolean;
+  render: boolean;
 }
 
 export function parseArgs(argv: string[]): Args {
-  const args: Args = { quick: false, only: null, rounds: null, save: true };
+  const args: Args = { quick: false, only: null, rounds: null, save: true, render: false };
   for (const arg of argv) {
     if (arg === "--") continue;
     if (arg === "--quick") args.quick = true;
     else if (arg === "--no-save") args.save = false;
+    else if (arg === "--render") args.render = true;
     else if (arg.startsWith("--rounds=")) args.rounds = Number(arg.slice(9));
     else if (arg.startsWith("--only=")) {
       const names = arg.slice(7).split(",").filter(Boolean);
@@ -110,7 +112,7 @@ export function parseArgs(argv: string[]): Args {
       }
       args.only = names as MeasureName[];
     } else if (arg === "--help" || arg === "-h") {
-      console.log(`pnpm bench [--quick] [--only=${MEASURES.join("|")}[,…]] [--rounds=N] [--no-save]`);
+      console.log(`pnpm bench [--quick] [--only=${MEASURES.join("|")}[,…]] [--rounds=N] [--no-save] | --render (rewrite BENCHMARKS.md from results/latest.json)`);
       process.exit(0);
     } else throw new Error(`unknown option ${arg} (try --help)`);
   }

@@ -10,6 +10,8 @@ export interface Row {
   /** Column → samples (one per round). The printed value is the median. */
   samples: Record<string, number[]>;
   note?: string;
+  /** The first column's value in the run this one is compared with (set when published). */
+  previous?: { value: number; date: string };
 }
 
 export interface Table {
@@ -25,6 +27,8 @@ export interface Table {
   ref: string;
   rows: Row[];
   notes: string[];
+  /** When this table was measured (the run's start). */
+  measuredAt?: string;
 }
 
 export interface Results {
@@ -57,12 +61,21 @@ function ratio(table: Table, row: Row): string {
   return `${(a / b).toFixed(2)}×`;
 }
 
-function delta(table: Table, row: Row, previous: Results | null): string {
+/** Records, on each row, the value of the same measure in the previous results (if any). */
+export function attachPrevious(table: Table, previous: Results | null): void {
   const prevTable = previous?.tables.find((t) => t.id === table.id);
-  const prevRow = prevTable?.rows.find((r) => r.system === row.system);
-  if (!prevRow) return "new";
+  if (!prevTable || prevTable.measuredAt === table.measuredAt) return;
   const col = table.columns[0] as string;
-  const before = value(prevRow, col);
+  for (const row of table.rows) {
+    const prevRow = prevTable.rows.find((r) => r.system === row.system);
+    if (prevRow) row.previous = { value: value(prevRow, col), date: String(prevTable.measuredAt ?? previous?.meta.date ?? "?") };
+  }
+}
+
+function delta(table: Table, row: Row): string {
+  if (!row.previous) return "new";
+  const col = table.columns[0] as string;
+  const before = row.previous.value;
   const now = value(row, col);
   if (!Number.isFinite(before) || !Number.isFinite(now) || before === 0) return "–";
   const pct = ((now - before) / before) * 100;
@@ -75,21 +88,21 @@ function rangeOf(row: Row, col: string): string {
   return `${fmt(Math.min(...s))}–${fmt(Math.max(...s))}`;
 }
 
-function cells(table: Table, previous: Results | null): { head: string[]; body: string[][] } {
-  const head = ["system", ...table.columns.map((c) => `${c} (${table.unit})`), "range", "÷ ours", ...(table.costColumns ?? []), "Δ prev"];
+function cells(table: Table): { head: string[]; body: string[][] } {
+  const head = ["system", ...table.columns.map((c) => (c === table.unit ? c : `${c} (${table.unit})`)), "range", "÷ ours", ...(table.costColumns ?? []), "Δ prev"];
   const body = table.rows.map((row) => [
     row.label + (row.note ? ` [${row.note}]` : ""),
     ...table.columns.map((c) => fmt(value(row, c))),
     rangeOf(row, table.columns[0] as string),
     ratio(table, row),
     ...(table.costColumns ?? []).map((c) => fmt(value(row, c))),
-    delta(table, row, previous),
+    delta(table, row),
   ]);
   return { head, body };
 }
 
-export function printTable(table: Table, previous: Results | null): void {
-  const { head, body } = cells(table, previous);
+export function printTable(table: Table): void {
+  const { head, body } = cells(table);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => (r[i] ?? "").length)));
   const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   console.log(`\n== ${table.title} (${table.better} is better) ==`);
@@ -98,8 +111,8 @@ export function printTable(table: Table, previous: Results | null): void {
   for (const n of table.notes) console.log(`   ${n}`);
 }
 
-export function markdownTable(table: Table, previous: Results | null): string {
-  const { head, body } = cells(table, previous);
+export function markdownTable(table: Table): string {
+  const { head, body } = cells(table);
   const out = [`### ${table.title}`, "", `${table.better === "higher" ? "Higher" : "Lower"} is better; median of the rounds, range = min–max; ÷ ours = this row's value divided by ours.`, ""];
   out.push(`| ${head.join(" | ")} |`, `|${head.map((_, i) => (i === 0 ? " --- " : " ---: ")).join("|")}|`);
   for (const r of body) out.push(`| ${r.join(" | ")} |`);

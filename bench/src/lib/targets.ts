@@ -68,7 +68,7 @@ export function printTargets(r: Results): void {
 export function markdownTargets(r: Results): string {
   const lines = targets(r);
   if (!lines.length) return "";
-  const out = ["### Targets of the issue (read off the tables above)", "", "| target | measured | met |", "| --- | --- | --- |"];
+  const out = ["### Targets of the issue (read off the tables below)", "", "| target | measured | met |", "| --- | --- | --- |"];
   for (const l of lines) out.push(`| ${l.target} | ${l.measured} | ${l.met === null ? "?" : l.met ? "yes" : "no"} |`);
   return out.join("\n");
 }

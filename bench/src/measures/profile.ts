@@ -1,8 +1,9 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { SCHEMA } from "../lib/env.js";
+import { PG_URL, SCHEMA } from "../lib/env.js";
 import type { Ctx } from "./common.js";
+import { TSX } from "./scale.js";
 
 const BENCH = fileURLToPath(new URL("../..", import.meta.url));
 const OUT = `${BENCH}results/tmp-profile`;
@@ -60,11 +61,12 @@ export async function run(ctx: Ctx): Promise<void> {
   mkdirSync(OUT, { recursive: true });
   const n = ctx.sizes.profileJobs;
   const concurrency = 10;
-  execFileSync(process.execPath, ["--import", "tsx", `${BENCH}src/profile-child.ts`, String(n), String(concurrency), OUT], { cwd: BENCH, stdio: "inherit" });
+  execFileSync(process.execPath, ["--import", TSX, `${BENCH}src/profile-child.ts`, String(n), String(concurrency), OUT], { cwd: BENCH, stdio: "inherit" });
   const summary = JSON.parse(readFileSync(`${OUT}/forge-c${concurrency}.json`, "utf8")) as Record<string, any>;
   const cpu = analyse(`${OUT}/forge-c${concurrency}.cpuprofile`);
 
-  // Server side: the plan and cost of our claim with a backlog of N pending jobs, and with 1M done rows.
+  // Server side: why the claim's form matters — the plan of a claim with `queue = ANY($1)`
+  // against `queue = $1`, with a backlog of N pending jobs, and with 1M done rows.
   const plans: Record<string, string[]> = {};
   const claimSql = (schema: string) => `
     SELECT id FROM ${schema}.jobs
@@ -83,19 +85,24 @@ export async function run(ctx: Ctx): Promise<void> {
       await ctx.admin.query("ROLLBACK");
     }
   };
-  const t = `${SCHEMA.forge}.jobs`;
-  await ctx.admin.query(`TRUNCATE ${t} RESTART IDENTITY`);
+  // In a scratch schema: an ANALYZE of the measured tables would change later runs' plans.
+  const scratch = "bench_forge_explain";
+  const { loadForge } = await import("../forge.js");
+  const forge = await loadForge();
+  const sdb = forge.connect(PG_URL, { schema: scratch });
+  await forge.migrate({ db: sdb });
+  await sdb.close();
+  const t = `${scratch}.jobs`;
   await ctx.admin.query(`INSERT INTO ${t} (queue, task, payload) SELECT 'default', 'noop', jsonb_build_object('i', g) FROM generate_series(1, $1::int) g`, [n]);
   await ctx.admin.query(`ANALYZE ${t}`);
-  await explain(`claim as written (queue = ANY($1)), ${n} pending`, claimSql(SCHEMA.forge), ["default"]);
-  await explain(`claim with queue = $1, ${n} pending`, single(SCHEMA.forge), "default");
-  await ctx.admin.query(`TRUNCATE ${t} RESTART IDENTITY`);
+  await explain(`claim with queue = ANY($1) (the form before 942b836), ${n} pending`, claimSql(scratch), ["default"]);
+  await explain(`claim with queue = $1, ${n} pending`, single(scratch), "default");
+  await ctx.admin.query(`DROP SCHEMA ${scratch} CASCADE`);
   const has1m = (await ctx.admin.query(`SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'jobs'`, [SCHEMA.forge1m])).rowCount;
   if (has1m) {
     const t1 = `${SCHEMA.forge1m}.jobs`;
     await ctx.admin.query(`INSERT INTO ${t1} (queue, task, payload) SELECT 'default', 'noop', jsonb_build_object('i', g) FROM generate_series(1, $1::int) g`, [n]);
-    await ctx.admin.query(`ANALYZE ${t1}`);
-    await explain(`claim as written, ${n} pending + 1M done rows`, claimSql(SCHEMA.forge1m), ["default"]);
+    await explain(`claim with queue = ANY($1), ${n} pending + 1M done rows`, claimSql(SCHEMA.forge1m), ["default"]);
     await explain(`claim with queue = $1, ${n} pending + 1M done rows`, single(SCHEMA.forge1m), "default");
     await ctx.admin.query(`DELETE FROM ${t1} WHERE status <> 'done'`);
   }
@@ -104,6 +111,7 @@ export async function run(ctx: Ctx): Promise<void> {
   ctx.results.profile = { summary, cpu, plans, indexes: Number(indexes) };
   console.log(`\n== Profile: @forge/jobs, ${n} no-op jobs, concurrency ${concurrency}, defaults ==`);
   console.log(`rate ${Math.round(summary.rate)} jobs/s; per job: ${summary.statementsPerJob.toFixed(2)} statements, ${summary.commitsPerJob.toFixed(2)} commits (pg_stat_database), ${Math.round(summary.walBytesPerJob)} WAL bytes, ${summary.tupleUpdatesPerJob.toFixed(2)} row updates (${pct(summary.hotUpdateShare)} HOT; ${indexes} indexes on the table), ${Math.round(summary.nodeCpuUsPerJob)} µs Node CPU; event loop busy ${pct(summary.eventLoopUtilization)}`);
+  if (summary.deadlocks || summary.workerErrorCount) console.log(`deadlocks on the server during the run: ${summary.deadlocks}; worker:error events: ${summary.workerErrorCount}${summary.workerErrors.length ? ` (${summary.workerErrors.join(" | ")})` : ""}`);
   console.log("statements (client-observed round trip, including time queued behind others on the connection):");
   for (const s of summary.statements.slice(0, 8)) console.log(`  ${s.perJob.toFixed(3)}/job  mean ${s.meanMs.toFixed(2)} ms  total ${(s.totalMs / 1000).toFixed(2)} s  ${s.sql}`);
   for (const e of summary.explained ?? []) console.log(`  replayed under EXPLAIN ANALYZE: planning ${e.planningMs} ms, execution ${e.executionMs} ms — ${e.sql}`);

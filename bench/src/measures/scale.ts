@@ -9,11 +9,13 @@ import { ForgeSystem } from "../systems/forge.js";
 import { pgForgeAdmin } from "../systems/pg-admin.js";
 
 const CHILD = fileURLToPath(new URL("../scale-child.ts", import.meta.url));
+/** tsx's loader by absolute URL, so the children start whatever the working directory. */
+export const TSX = import.meta.resolve("tsx");
 
 function spawnWorkers(count: number, concurrency: number): Promise<ChildProcess[]> {
   return Promise.all(
     Array.from({ length: count }, () => {
-      const child = fork(CHILD, [PG_URL, SCHEMA.forgeScale, String(concurrency)], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+      const child = fork(CHILD, [PG_URL, SCHEMA.forgeScale, String(concurrency)], { execArgv: ["--import", TSX], stdio: ["ignore", "inherit", "inherit", "ipc"] });
       return new Promise<ChildProcess>((resolve, reject) => {
         child.once("message", () => resolve(child));
         child.once("error", reject);
