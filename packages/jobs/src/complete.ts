@@ -60,8 +60,10 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
  * Marks jobs done in one statement; returns the claim tokens that were still current (the
  * rest were fenced). Tokens, not ids: two runs of one job can sit in the same batch.
  */
-export async function completeRuns(db: JobsDatabase, completions: readonly Completion[]): Promise<Set<string>> {
-  if (completions.length === 0) return new Set();
+export async function completeRuns(db: JobsDatabase, unordered: readonly Completion[]): Promise<Set<string>> {
+  if (unordered.length === 0) return new Set();
+  // Id order, as in extendLeases: the same lock order on every connection, so no deadlock.
+  const completions = [...unordered].sort((a, b) => a.id - b.id);
   const { rows } = await runSql<{ id: number | string; claim_token: string }>(db.executor, forDialect(COMPLETE, db.dialect, "complete")(db), [
     completions.map((c) => c.id),
     completions.map((c) => c.token),

@@ -57,8 +57,11 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
  * Extends the leases of the given claims from the database's now; returns the tokens that
  * are still valid. A token missing from the answer lost its job (taken over or cancelled).
  */
-export async function extendLeases(db: JobsDatabase, claims: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
-  if (claims.length === 0) return new Set();
+export async function extendLeases(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
+  if (unordered.length === 0) return new Set();
+  // Rows are locked in input order: id order here and in completeRuns, or an extension and a
+  // completion over the same jobs on two connections can deadlock.
+  const claims = [...unordered].sort((a, b) => a.id - b.id);
   const { rows } = await runSql<{ claim_token: string }>(
     db.executor,
     forDialect(EXTEND, db.dialect, "extend leases")(db),
