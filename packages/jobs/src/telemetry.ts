@@ -22,6 +22,15 @@ export function otelApi(): typeof Otel | null {
 
 const SCOPE = "@forge/jobs";
 
+/**
+ * Whether an SDK is registered: the API's own providers are no-ops until one is, and making
+ * no-op spans and records for every job costs a few percent of a busy worker's CPU.
+ */
+function registered(provider: object): boolean {
+  const delegate = (provider as { getDelegate?: () => object }).getDelegate?.() ?? provider;
+  return !/^Noop/.test(delegate.constructor?.name ?? "");
+}
+
 /** The enqueuing span's identity, stored with the job so its execution can link back to it. */
 export interface StoredTraceContext {
   traceId: string;
@@ -69,7 +78,7 @@ function attributes(job: { queue: string; task: string }): Otel.Attributes {
 
 export function countEnqueued(jobs: readonly { queue: string; task: string }[]): void {
   const otel = otelApi();
-  if (!otel) return;
+  if (!otel || !registered(otel.metrics.getMeterProvider())) return;
   const counter = instruments(otel).enqueued;
   for (const job of jobs) counter.add(1, attributes(job));
 }
@@ -78,25 +87,29 @@ export function countEnqueued(jobs: readonly { queue: string; task: string }[]):
 export function instrumentEmitter(emitter: WorkerEmitter): void {
   const otel = otelApi();
   if (!otel) return;
-  emitter.on("job:started", (e) => instruments(otel).wait.record(e.waitMs / 1000, attributes(e.job)));
+  // Checked per event, not once: an application may register its SDK after starting workers.
+  const active = () => registered(otel.metrics.getMeterProvider());
+  emitter.on("job:started", (e) => active() && instruments(otel).wait.record(e.waitMs / 1000, attributes(e.job)));
   emitter.on("job:succeeded", (e) => {
+    if (!active()) return;
     const m = instruments(otel);
     m.succeeded.add(1, attributes(e.job));
     m.duration.record(e.durationMs / 1000, attributes(e.job));
   });
   emitter.on("job:failed", (e) => {
+    if (!active()) return;
     const m = instruments(otel);
     m.failed.add(1, { ...attributes(e.job), "forge_jobs.will_retry": e.willRetry });
     m.duration.record(e.durationMs / 1000, attributes(e.job));
   });
-  emitter.on("job:retried", (e) => instruments(otel).retried.add(1, attributes(e.job)));
-  emitter.on("job:reclaimed", (e) => instruments(otel).reclaimed.add(1, { ...attributes(e.job), "forge_jobs.status": e.job.status }));
+  emitter.on("job:retried", (e) => active() && instruments(otel).retried.add(1, attributes(e.job)));
+  emitter.on("job:reclaimed", (e) => active() && instruments(otel).reclaimed.add(1, { ...attributes(e.job), "forge_jobs.status": e.job.status }));
 }
 
 /** Runs `fn` inside a PRODUCER span and hands it the span's context to store with the jobs. */
 export async function withEnqueueSpan<T>(task: string, queue: string, count: number, fn: (trace: StoredTraceContext | null) => Promise<T>): Promise<T> {
   const otel = otelApi();
-  if (!otel) return fn(null);
+  if (!otel || !registered(otel.trace.getTracerProvider())) return fn(null);
   const tracer = otel.trace.getTracer(SCOPE);
   return tracer.startActiveSpan(
     count === 1 ? `enqueue ${task}` : `enqueue ${count} jobs`,
@@ -123,7 +136,7 @@ export async function withEnqueueSpan<T>(task: string, queue: string, count: num
  */
 export async function withExecutionSpan<T>(job: JobInfo, stored: unknown, fn: () => Promise<T>, errorOf: (outcome: T) => unknown): Promise<T> {
   const otel = otelApi();
-  if (!otel) return fn();
+  if (!otel || !registered(otel.trace.getTracerProvider())) return fn();
   const link = asStoredContext(stored);
   const tracer = otel.trace.getTracer(SCOPE);
   return tracer.startActiveSpan(
