@@ -1,8 +1,8 @@
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
-import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
-import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import { mysqlNowPlus } from "./db/mysql.js";
+import { sqliteNowPlus } from "./db/sqlite.js";
+import { dbNow, forDialect, type PerDialect } from "./sql.js";
 import { checkSeconds } from "./validate.js";
 
 /**
@@ -52,8 +52,6 @@ export async function prune(options: { olderThan: number; db?: DbLike; statuses?
   return rowCount;
 }
 
-const NOW: PerDialect<string> = { postgres: "now()", sqlite: SQLITE_NOW, mysql: MYSQL_NOW };
-
 function now(db: JobsDatabase): string {
-  return forDialect(NOW, db.dialect, "now");
+  return dbNow(db.dialect);
 }

@@ -1,4 +1,6 @@
 import type { DialectName, Executor, QueryResult } from "./db/executor.js";
+import { MYSQL_NOW } from "./db/mysql.js";
+import { SQLITE_NOW } from "./db/sqlite.js";
 
 /** SQL that differs per backend; everything else is written once. Every dialect must have an entry. */
 export type PerDialect<T> = Record<DialectName, T>;
@@ -30,4 +32,11 @@ export function runSql<R extends object>(executor: Executor, sql: string | Scrip
  */
 export function valuesList(rows: number, width: number, row: (p: (column: number) => string) => string): string {
   return Array.from({ length: rows }, (_, r) => row((column) => `$${r * width + column}`)).join(", ");
+}
+
+const NOW: PerDialect<string> = { postgres: "now()", sqlite: SQLITE_NOW, mysql: MYSQL_NOW };
+
+/** The database clock as an SQL expression: every time comparison uses it, never a worker's clock. */
+export function dbNow(dialect: DialectName): string {
+  return NOW[dialect];
 }

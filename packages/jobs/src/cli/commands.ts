@@ -10,6 +10,7 @@ import { reclaim } from "../reclaim.js";
 import { statusCounts } from "../status.js";
 import type { Handlers } from "../types.js";
 import { createWorker } from "../worker.js";
+import { dbNow } from "../sql.js";
 import { renderStatus } from "./table.js";
 import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";
 
@@ -187,7 +188,7 @@ export async function doctor(p: Parsed, io: Io): Promise<void> {
     else if (version < latest) bad(`the jobs schema is at version ${version}, this package needs ${latest}: run forge-jobs migrate`);
     else ok(`schema at version ${version} (current)`);
     if (version > 0) {
-      const now = { postgres: "now()", mysql: "NOW(6)", sqlite: "CAST(unixepoch('subsec') * 1000 AS INTEGER)" }[db.dialect];
+      const now = dbNow(db.dialect);
       const { rows } = await db.executor.query<{ n: number | string }>(`SELECT count(*) AS n FROM ${db.table} WHERE status = 'running' AND locked_until < ${now}`);
       const stuck = Number(rows[0]?.n ?? 0);
       if (stuck > 0) bad(`${stuck} job(s) running past their lease (worker lost?): workers reclaim them on their own, or run forge-jobs reclaim`);
