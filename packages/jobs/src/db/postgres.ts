@@ -57,7 +57,6 @@ export class PgPoolExecutor implements Executor {
   }
 
   async transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
-    const client = await this.raw.connect();
     let broken: Error | undefined;
     // A checked-out client has no 'error' listener of the pool's. If the server ends the
     // connection between two statements of this transaction (restart, pg_terminate_backend),
@@ -67,7 +66,7 @@ export class PgPoolExecutor implements Executor {
     const onError = (error: Error) => {
       broken ??= error;
     };
-    client.on("error", onError);
+    const client = await this.checkout(onError);
     try {
       await client.query(options?.readOnly ? "BEGIN READ ONLY" : "BEGIN");
       const result = await fn(new PgClientExecutor(client));
@@ -83,6 +82,23 @@ export class PgPoolExecutor implements Executor {
       client.off("error", onError);
       client.release(broken);
     }
+  }
+
+  /**
+   * `pool.connect()` with `onError` already on the client when it is handed out. Awaiting the
+   * promise form leaves a gap: the pool calls back while pg is still parsing the chunk that
+   * completed the connection, and a FATAL in the same chunk (a server shutting down, as in
+   * `pg_ctl restart`) was emitted before the await resumed — on a client with no listener,
+   * which crashed the process. The callback runs inside that parse, so nothing slips between.
+   */
+  private checkout(onError: (error: Error) => void): Promise<pg.PoolClient> {
+    return new Promise((resolve, reject) => {
+      this.raw.connect((error, client) => {
+        if (error || !client) return reject(error ?? new Error("pg pool gave no client"));
+        client.on("error", onError);
+        resolve(client);
+      });
+    });
   }
 
   async listen(channel: string, onMessage: (payload: string) => void, onError: (error: Error) => void): Promise<Listener> {
