@@ -94,7 +94,7 @@ export async function startProxy(target: { host: string; port: number }): Promis
 }
 
 /** The same database URL, through the proxy. */
-export function viaProxy(url: string, proxy: Proxy): string {
+export function viaProxy(url: string, proxy: Pick<Proxy, "port">): string {
   const parsed = new URL(url);
   parsed.hostname = "127.0.0.1";
   parsed.port = String(proxy.port);
