@@ -56,6 +56,9 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
   // SKIP LOCKED: concurrent claimers pass over each other's rows instead of waiting on them.
   // One index walk per queue (LATERAL): `queue = ANY($1)` would lose the index order and sort
   // every pending row of the backlog on each claim; this stops after LIMIT rows per queue.
+  // The UPDATE finds the picked rows by `id = ANY(ARRAY(…))`, an index scan of the primary
+  // key: joined `FROM picked`, the planner hash-joined a sequential scan of the whole table
+  // whenever it was small enough to look cheap (20,000 rows: 3.6 ms of a 4.2 ms claim).
   postgres: (db) => `
     WITH picked AS (
       SELECT p.id FROM unnest($1::text[]) AS q(name)
@@ -72,7 +75,7 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
     UPDATE ${db.table} AS j
     SET status = 'running', attempts = j.attempts + 1, claim_token = gen_random_uuid(), started_at = now(),
         locked_until = now() + make_interval(secs => $3), heartbeat_at = now(), locked_by = $4, updated_at = now()
-    FROM picked WHERE j.id = picked.id
+    WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.queue, j.task, j.payload, j.priority, j.attempts, j.max_attempts, j.progress, j.tenant,
               j.created_at, j.run_at, j.claim_token::text AS claim_token, j.trace_context`,
   // SQLite has a single writer: BEGIN IMMEDIATE takes the write lock before the claim reads,

@@ -16,12 +16,14 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
   // failed, reclaimed, cancelled, handed back), so a taken-over run matches nothing. Without a
   // `status = 'running'` condition the planner cannot drive the join from the jobs_running
   // partial index — which statistics taken while nothing ran estimate at one row, turning
-  // each batch into running-rows × batch comparisons — only from the primary key.
+  // each batch into running-rows × batch comparisons — only from the primary key. And
+  // `j.id = ANY($1)` makes that a primary-key index scan: with the join alone, a table of
+  // 20,000 rows was read whole and hash-joined (3.4 ms for 130 completions instead of ~1).
   postgres: (db) => `
     UPDATE ${db.table} AS j
     SET status = 'done', result = v.result::jsonb, finished_at = now(), updated_at = now(), locked_until = NULL, claim_token = NULL
     FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
-    WHERE j.id = v.id AND j.claim_token = v.token
+    WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim_token = v.token
     RETURNING j.id, v.token::text AS claim_token`,
   // The three arrays arrive as JSON; json_each numbers their elements alike (key).
   sqlite: (db) => `

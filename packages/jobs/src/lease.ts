@@ -12,13 +12,14 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
   // With the ids (a worker's own jobs), the join runs through the primary key: matching
   // thousands of tokens with `= ANY` against every running row costs tokens × rows. A token
   // is cleared whenever its job leaves `running`, so the token alone is the fence.
+  // `j.id = ANY($3)` keeps it an index scan (see COMPLETE in complete.ts).
   postgres: (db) => (executor, [tokens, lease, ids]) =>
     ids
       ? executor.query<{ claim_token: string }>(
           `UPDATE ${db.table} AS j
            SET locked_until = now() + make_interval(secs => $2), heartbeat_at = now()
            FROM unnest($3::bigint[], $1::uuid[]) AS v(id, token)
-           WHERE j.id = v.id AND j.claim_token = v.token
+           WHERE j.id = ANY($3::bigint[]) AND j.id = v.id AND j.claim_token = v.token
            RETURNING v.token::text AS claim_token`,
           [tokens, lease, ids],
           "extend",
