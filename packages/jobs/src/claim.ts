@@ -56,6 +56,8 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
   // SKIP LOCKED: concurrent claimers pass over each other's rows instead of waiting on them.
   // One index walk per queue (LATERAL): `queue = ANY($1)` would lose the index order and sort
   // every pending row of the backlog on each claim; this stops after LIMIT rows per queue.
+  // Timestamps come back as epoch milliseconds: pg's text-timestamp parser (a regex and a
+  // Date per column) cost more per claimed job than the rest of the row.
   // The UPDATE finds the picked rows by `id = ANY(ARRAY(…))`, an index scan of the primary
   // key: joined `FROM picked`, the planner hash-joined a sequential scan of the whole table
   // whenever it was small enough to look cheap (20,000 rows: 3.6 ms of a 4.2 ms claim).
@@ -77,7 +79,8 @@ const CLAIM: PerDialect<(db: JobsDatabase) => string | Script<ClaimRow>> = {
         locked_until = now() + make_interval(secs => $3), heartbeat_at = now(), locked_by = $4, updated_at = now()
     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.queue, j.task, j.payload, j.priority, j.attempts, j.max_attempts, j.progress, j.tenant,
-              j.created_at, j.run_at, j.claim_token::text AS claim_token, j.trace_context`,
+              (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at, (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at,
+              j.claim_token::text AS claim_token, j.trace_context`,
   // SQLite has a single writer: BEGIN IMMEDIATE takes the write lock before the claim reads,
   // so two claimers never pick the same rows (nor meet SQLITE_BUSY half-way). $1 is JSON.
   sqlite: (db) => (executor, params) =>

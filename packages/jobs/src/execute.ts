@@ -31,18 +31,47 @@ export class JobAbortedError extends Error {
   }
 }
 
+/**
+ * A run's AbortController, made only when the handler reads `ctx.signal`. Most handlers never
+ * do, and an AbortController with its signal was the largest single allocation per job (3% of
+ * the worker's CPU on no-op jobs). Aborted before anyone looked, the signal comes out aborted.
+ */
+export class RunAbort {
+  private controller: AbortController | null = null;
+  private why: JobAbortedError | null = null;
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.why) this.controller.abort(this.why);
+    }
+    return this.controller.signal;
+  }
+
+  /** Why the run was aborted, or null while it was not. */
+  get reason(): JobAbortedError | null {
+    return this.why;
+  }
+
+  abort(reason: JobAbortedError): void {
+    if (this.why) return;
+    this.why = reason;
+    this.controller?.abort(reason);
+  }
+}
+
 export function jobInfo(job: ClaimedJob): JobInfo {
   return { id: job.id, task: job.task, queue: job.queue, attempt: job.attempt, maxAttempts: job.maxAttempts, tenant: job.tenant, createdAt: job.createdAt };
 }
 
-export function loseJob(controller: AbortController, info: JobInfo): void {
-  if (!controller.signal.aborted) {
-    controller.abort(new JobAbortedError("lease-lost", `job ${info.id} was taken over or cancelled; this run no longer owns it`));
+export function loseJob(abort: RunAbort, info: JobInfo): void {
+  if (!abort.reason) {
+    abort.abort(new JobAbortedError("lease-lost", `job ${info.id} was taken over or cancelled; this run no longer owns it`));
   }
 }
 
 /** Runs the handler with its context. Never throws: a throw becomes an outcome. */
-export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handlers, deps: RunDeps, controller: AbortController): Promise<RunOutcome> {
+export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handlers, deps: RunDeps, abort: RunAbort): Promise<RunOutcome> {
   const handler = Object.prototype.hasOwnProperty.call(handlers, job.task) ? (handlers[job.task] as unknown as JobHandler) : undefined;
   if (typeof handler !== "function") {
     const known = Object.keys(handlers).sort();
@@ -54,13 +83,15 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
   const ctx: JobContext = {
     job: info,
     claimToken: job.token,
-    signal: controller.signal,
+    get signal() {
+      return abort.signal;
+    },
     progress: job.progress,
     heartbeat: async () => {
       const owned = (await extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)).has(job.token);
       if (!owned) {
         deps.emitter.emit("job:fenced", { job: info, write: "heartbeat" });
-        loseJob(controller, info);
+        loseJob(abort, info);
       }
       return owned;
     },
@@ -69,7 +100,7 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
       if (saved) ctx.progress = progress;
       else {
         deps.emitter.emit("job:fenced", { job: info, write: "checkpoint" });
-        loseJob(controller, info);
+        loseJob(abort, info);
       }
       return saved;
     },

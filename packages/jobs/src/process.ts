@@ -2,7 +2,7 @@ import { claimJobs } from "./claim.js";
 import { completeJobs } from "./complete.js";
 import { resolveDb, type DbLike } from "./connect.js";
 import { WorkerEmitter, type WorkerEventHandlers } from "./events.js";
-import { jobInfo, loseJob, recordFailure, runHandler, type RunDeps, type RunOutcome } from "./execute.js";
+import { RunAbort, jobInfo, loseJob, recordFailure, runHandler, type RunDeps, type RunOutcome } from "./execute.js";
 import { DEFAULT_LEASE_SECONDS, extendLeases } from "./lease.js";
 import { silentLogger, type Logger } from "./logger.js";
 import type { Handlers } from "./types.js";
@@ -40,12 +40,12 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
   if (!job) return false;
   const info = jobInfo(job);
   deps.emitter.emit("job:claimed", { job: info });
-  const controller = new AbortController();
+  const abort = new RunAbort();
   // Keep the lease alive while the handler runs, as the worker does for its jobs.
   const keepAlive = setInterval(() => {
     extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)
       .then((owned) => {
-        if (!owned.has(job.token)) loseJob(controller, info);
+        if (!owned.has(job.token)) loseJob(abort, info);
       })
       .catch((error: unknown) => deps.emitter.emit("worker:error", { workerId, error, during: "lease extension" }));
   }, Math.max(50, (deps.lease * 1000) / 3));
@@ -53,7 +53,7 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
   deps.emitter.emit("job:started", { job: info, waitMs: Math.max(0, started - job.runAt.getTime()) });
   let outcome: RunOutcome;
   try {
-    outcome = await runHandler(job, info, handlers, deps, controller);
+    outcome = await runHandler(job, info, handlers, deps, abort);
   } finally {
     clearInterval(keepAlive);
   }

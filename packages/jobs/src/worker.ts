@@ -7,7 +7,7 @@ import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { JobError } from "./errors.js";
 import { WorkerEmitter, type WorkerEventHandlers, type WorkerEventName, type WorkerListener } from "./events.js";
-import { JobAbortedError, jobInfo, loseJob, recordFailure, runHandler, type RunDeps } from "./execute.js";
+import { JobAbortedError, RunAbort, jobInfo, loseJob, recordFailure, runHandler, type RunDeps } from "./execute.js";
 import { failJob } from "./fail.js";
 import { DEFAULT_LEASE_SECONDS, extendLeases } from "./lease.js";
 import { silentLogger, type Logger } from "./logger.js";
@@ -57,7 +57,7 @@ function average(previous: number, sample: number): number {
 interface Run {
   job: ClaimedJob;
   info: JobInfo;
-  controller: AbortController;
+  abort: RunAbort;
   startedAt: number;
   done: Promise<void>;
 }
@@ -192,7 +192,7 @@ export class Worker {
           this.claimMs = average(this.claimMs, performance.now() - claimStarted);
           failures = 0;
           if (jobs.length < capacity) this.mayHaveWork = false;
-          for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
+          if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
           this.buffer.push(...jobs);
           if (jobs.length > 0) this.idleAnnounced = false;
           continue;
@@ -239,9 +239,8 @@ export class Worker {
 
   private start(job: ClaimedJob): void {
     const info = jobInfo(job);
-    const controller = new AbortController();
     const startedAt = Date.now();
-    const run = { job, info, controller, startedAt } as Run;
+    const run = { job, info, abort: new RunAbort(), startedAt } as Run;
     this.running.set(job.token, run);
     this.emitter.emit("job:started", { job: info, waitMs: Math.max(0, startedAt - job.runAt.getTime()) });
     run.done = this.execute(run);
@@ -249,13 +248,13 @@ export class Worker {
 
   private async execute(run: Run): Promise<void> {
     const { job, info } = run;
-    const outcome = await runHandler(job, info, this.handlers, this.deps, run.controller);
+    const outcome = await runHandler(job, info, this.handlers, this.deps, run.abort);
     const durationMs = Date.now() - run.startedAt;
     this.handlerMs = this.handlerMs === null ? durationMs : average(this.handlerMs, durationMs);
     // Free the slot now; the write below may wait for its batch.
     this.running.delete(job.token);
     this.wake();
-    if (run.controller.signal.reason instanceof JobAbortedError && run.controller.signal.reason.reason === "shutdown") {
+    if (run.abort.reason?.reason === "shutdown") {
       return; // handed back already; whatever it produced is fenced out
     }
     try {
@@ -264,7 +263,8 @@ export class Worker {
         const kept = await this.completions.add({ id: job.id, token: job.token, result: outcome.result });
         if (kept) {
           this.emitter.emit("job:succeeded", { job: info, durationMs });
-          this.deps.logger.debug({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, durationMs }, `job ${job.id} done`);
+          // Not even built for the default silent logger: one object and one string per job.
+          if (this.deps.logger !== silentLogger) this.deps.logger.debug({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, durationMs }, `job ${job.id} done`);
         } else {
           this.emitter.emit("job:fenced", { job: info, write: "complete" });
         }
@@ -312,7 +312,7 @@ export class Worker {
       const run = this.running.get(token);
       if (run) {
         this.emitter.emit("job:fenced", { job: run.info, write: "heartbeat" });
-        loseJob(run.controller, run.info);
+        loseJob(run.abort, run.info);
       }
       const index = this.buffer.findIndex((j) => j.token === token);
       if (index >= 0) {
@@ -347,7 +347,7 @@ export class Worker {
       clearTimeout(timer);
     }
     const late = [...this.running.values()];
-    for (const run of late) run.controller.abort(new JobAbortedError("shutdown", `worker ${this.id} is shutting down; job ${run.job.id} was handed back`));
+    for (const run of late) run.abort.abort(new JobAbortedError("shutdown", `worker ${this.id} is shutting down; job ${run.job.id} was handed back`));
     await Promise.all(late.map((run) => this.persist(() => this.release(run.job, run.info), "handing back a job").catch(() => undefined)));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.completions.idle(), new Promise((r) => (timer = setTimeout(r, Math.max(this.graceMs, 1000))))]);
