@@ -187,22 +187,69 @@ interface InsertedRow {
 
 const INSERT_COLUMNS = "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context";
 
-const INSERT: PerDialect<(db: JobsDatabase, rows: number) => string | Script<InsertedRow>> = {
-  // One statement for one row or thousands: arrays in, ids out, a NOTIFY per queue that has
-  // a job ready now. ON CONFLICT without a target covers both key indexes.
-  postgres: (db) => `
+/** A column of the PostgreSQL insert: its value in a job, its SQL type, how the row uses it. */
+interface PgColumn {
+  value: (job: NewJob) => unknown;
+  type: string;
+  expr: (ref: string) => string;
+}
+
+const PG_COLUMNS: readonly PgColumn[] = [
+  { value: (j) => j.queue, type: "text", expr: (r) => r },
+  { value: (j) => j.task, type: "text", expr: (r) => r },
+  { value: (j) => j.payload, type: "text", expr: (r) => `${r}::jsonb` },
+  { value: (j) => j.priority, type: "int", expr: (r) => r },
+  { value: (j) => j.maxAttempts, type: "int", expr: (r) => r },
+  { value: (j) => j.delay, type: "float8", expr: (r) => `now() + make_interval(secs => ${r})` },
+  { value: (j) => j.tenant, type: "text", expr: (r) => r },
+  { value: (j) => j.idempotencyKey, type: "text", expr: (r) => r },
+  { value: (j) => j.dedupKey, type: "text", expr: (r) => r },
+  { value: (j) => j.trace, type: "text", expr: (r) => `${r}::jsonb` },
+];
+const PAYLOAD_COLUMN = 2;
+
+/**
+ * One PostgreSQL statement for one row or thousands: a NOTIFY per queue that has a job ready
+ * now, ids out. A column whose value every job of the chunk shares (the queue, the task, the
+ * priority… of a typical bulk enqueue) is sent once, as a scalar; only the others go in as
+ * arrays for unnest — building, escaping and parsing arrays of identical values was a third
+ * of a bulk insert's cost. ON CONFLICT only when a job has a key: without one no unique index
+ * can conflict, and every row skips the speculative insertion. One job: no arrays at all.
+ */
+function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: string; params: unknown[] } {
+  const params: unknown[] = [db.channel];
+  const arrays: string[] = [];
+  const names: string[] = [];
+  const exprs = PG_COLUMNS.map((column, c) => {
+    const first = column.value(jobs[0] as NewJob);
+    const shared = c === PAYLOAD_COLUMN ? jobs.length === 1 : jobs.every((j) => column.value(j) === first);
+    if (shared) {
+      params.push(first);
+      return column.expr(`$${params.length}::${column.type}`);
+    }
+    params.push(jobs.map(column.value));
+    arrays.push(`$${params.length}::${column.type}[]`);
+    names.push(`c${c}`);
+    return column.expr(`v.c${c}`);
+  });
+  const keyed = jobs.some((j) => j.idempotencyKey !== null || j.dedupKey !== null);
+  // Ids follow input order: the identity is drawn row by row, in ORDER BY ord.
+  const source = arrays.length === 0 ? "" : `FROM unnest(${arrays.join(", ")}) WITH ORDINALITY AS v(${names.join(", ")}, ord) ORDER BY ord`;
+  const sql = `
     WITH ins AS (
       INSERT INTO ${db.table} (${INSERT_COLUMNS})
-      SELECT q, t, p::jsonb, pr, ma, now() + make_interval(secs => d), tn, ik, dk, tc::jsonb
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::float8[], $7::text[], $8::text[], $9::text[], $11::text[])
-        WITH ORDINALITY AS v(q, t, p, pr, ma, d, tn, ik, dk, tc, ord)
-      ORDER BY ord
-      ON CONFLICT DO NOTHING
+      SELECT ${exprs.join(", ")} ${source}
+      ${keyed ? "ON CONFLICT DO NOTHING" : ""}
       RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
     ), woke AS (
-      SELECT count(pg_notify($10, queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE ready) r
+      SELECT count(pg_notify($1, queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE ready) r
     )
-    SELECT id, idempotency_key, dedup_key, (SELECT n FROM woke) AS woke FROM ins ORDER BY id`,
+    SELECT id, idempotency_key, dedup_key, (SELECT n FROM woke) AS woke FROM ins ORDER BY id`;
+  return { sql, params };
+}
+
+// PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
+const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Script<InsertedRow>>, "postgres"> = {
   // Multi-row VALUES: rows are inserted, and numbered, in input order. ON CONFLICT DO NOTHING
   // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
   sqlite: (db, rows) => `
@@ -227,24 +274,13 @@ const INSERT: PerDialect<(db: JobsDatabase, rows: number) => string | Script<Ins
     }),
 };
 
-function insertParams(db: JobsDatabase, jobs: NewJob[]): unknown[] {
-  if (db.dialect === "postgres") {
-    return [
-      jobs.map((j) => j.queue),
-      jobs.map((j) => j.task),
-      jobs.map((j) => j.payload),
-      jobs.map((j) => j.priority),
-      jobs.map((j) => j.maxAttempts),
-      jobs.map((j) => j.delay),
-      jobs.map((j) => j.tenant),
-      jobs.map((j) => j.idempotencyKey),
-      jobs.map((j) => j.dedupKey),
-      db.channel,
-      jobs.map((j) => j.trace),
-    ];
-  }
+function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[] } {
+  if (db.dialect === "postgres") return pgInsert(db, jobs);
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
-  return jobs.flatMap((j) => [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey, j.trace]);
+  return {
+    sql: INSERT[db.dialect](db, jobs.length),
+    params: jobs.flatMap((j) => [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey, j.trace]),
+  };
 }
 
 /**
@@ -256,7 +292,8 @@ async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[]):
   let pending = jobs.map((_, i) => i);
   for (let round = 0; round < MAX_ENQUEUE_ATTEMPTS && pending.length > 0; round++) {
     const batch = pending.map((i) => jobs[i] as NewJob);
-    const { rows } = await runSql<InsertedRow>(executor, forDialect(INSERT, db.dialect, "insert")(db, batch.length), insertParams(db, batch), "insert");
+    const statement = insertStatement(db, batch);
+    const { rows } = await runSql<InsertedRow>(executor, statement.sql, statement.params, "insert");
     assignInserted(batch, pending, rows, ids);
     const conflicted = pending.filter((i) => ids[i] === undefined);
     for (const i of conflicted) {

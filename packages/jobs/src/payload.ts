@@ -9,8 +9,41 @@ import type { DialectName } from "./db/executor.js";
  */
 export function toJsonText(value: unknown, field: string): string | null {
   if (value === undefined || value === null) return null;
-  check(value, field, new Set());
+  // The full check names the path of what is wrong, building a path string per key; run it
+  // only when the quick one (no strings built) found something, or could not tell.
+  if (!plain(value, 0)) check(value, field, new Set());
   return JSON.stringify(value);
+}
+
+/** True when `value` is certainly plain, storable JSON; false when unsure (the full check decides). */
+function plain(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case "string":
+      return !value.includes("\u0000") && !hasLoneSurrogate(value);
+    case "number":
+      return Number.isFinite(value);
+    case "boolean":
+    case "undefined":
+      return true;
+    case "object": {
+      if (value === null) return true;
+      // Deep enough to be a cycle: let the full check (which tracks them) decide.
+      if (depth > 64) return false;
+      if (Array.isArray(value)) {
+        for (const item of value) if (!plain(item, depth + 1)) return false;
+        return true;
+      }
+      const proto = Object.getPrototypeOf(value) as unknown;
+      if ((proto !== Object.prototype && proto !== null) || typeof (value as { toJSON?: unknown }).toJSON === "function") return false;
+      for (const key in value) {
+        if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
+        if (key.includes("\u0000") || hasLoneSurrogate(key) || !plain((value as Record<string, unknown>)[key], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 function check(value: unknown, path: string, seen: Set<object>): void {
