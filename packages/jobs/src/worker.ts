@@ -24,7 +24,7 @@ export interface WorkerOptions {
   concurrency?: number;
   /**
    * Jobs claimed ahead of free slots, so a finished job's slot refills without a round trip.
-   * Default "auto": as many as finish during two claim round trips (measured), at most 250 —
+   * Default "auto": as many as finish during two claim round trips (measured), at most 500 —
    * large batches for quick jobs, next to none for slow ones (no worker hoards long jobs).
    */
   prefetch?: number | "auto";
@@ -47,7 +47,7 @@ export interface WorkerOptions {
 
 const WORKER_KEYS = ["queue", "concurrency", "prefetch", "pollInterval", "lease", "gracePeriod", "sweepInterval", "signal", "db", "events", "logger", "workerId"];
 const CLAIM_RETRY_MS = [100, 250, 500, 1000, 2000, 5000, 10000];
-const MAX_AUTO_PREFETCH = 250;
+const MAX_AUTO_PREFETCH = 500;
 
 /** Exponentially weighted: recent runs count most, one outlier does not swing the batch size. */
 function average(previous: number, sample: number): number {
