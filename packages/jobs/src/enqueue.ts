@@ -46,6 +46,7 @@ export interface EnqueueManyOptions {
 const JOB_OPTION_KEYS = ["queue", "maxAttempts", "availableIn", "priority", "idempotencyKey", "dedupKey", "tenant"] as const;
 const ENQUEUE_KEYS = [...JOB_OPTION_KEYS, "db"];
 const ITEM_KEYS = ["task", "payload", ...JOB_OPTION_KEYS];
+const ITEM_KEY_SET = new Set(ITEM_KEYS);
 /** Bounded retry on the residual race (seed): the winner can end, releasing its key, between our conflict and our re-read. */
 const MAX_ENQUEUE_ATTEMPTS = 3;
 /**
@@ -87,27 +88,45 @@ function checkDelay(value: unknown, field: string): number {
   return delay;
 }
 
-function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQueue: string, maxPayloadBytes: number, where: string): NewJob {
-  const prefix = where ? `${where}.` : "";
-  const json = toJsonText(payload, `${prefix}payload`);
-  if (json !== null && Buffer.byteLength(json) > maxPayloadBytes) {
+/** Task and queue names already checked: a bulk enqueue checks its one task name once. */
+const checkedNames = new Set<string>();
+
+function checkedName(value: unknown, field: () => string): string {
+  if (typeof value === "string" && checkedNames.has(value)) return value;
+  const name = checkName(value, field());
+  if (checkedNames.size < 1000) checkedNames.add(name);
+  return name;
+}
+
+/** `where` is the item's index in enqueueMany, or null; field names are built only for an error. */
+function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQueue: string, maxPayloadBytes: number, where: number | null): NewJob {
+  const field = (name: string) => (where === null ? name : `items[${where}].${name}`);
+  const json = toJsonText(payload, () => field("payload"));
+  if (json !== null && json.length * 3 > maxPayloadBytes && Buffer.byteLength(json) > maxPayloadBytes) {
     throw new JobError(
-      `${prefix}payload is ${Buffer.byteLength(json)} bytes of JSON; the limit is ${maxPayloadBytes} (store large data elsewhere and pass a reference, or raise maxPayloadBytes in connect())`,
-      `${prefix}payload`,
+      `${field("payload")} is ${Buffer.byteLength(json)} bytes of JSON; the limit is ${maxPayloadBytes} (store large data elsewhere and pass a reference, or raise maxPayloadBytes in connect())`,
+      field("payload"),
     );
   }
   return {
-    task: checkName(task, `${prefix}task`),
-    queue: options.queue === undefined ? defaultQueue : checkName(options.queue, `${prefix}queue`),
+    task: checkedName(task, () => field("task")),
+    queue: options.queue === undefined ? defaultQueue : checkedName(options.queue, () => field("queue")),
     payload: json,
-    priority: options.priority === undefined ? 0 : checkInteger(options.priority, `${prefix}priority`, -2_147_483_648),
-    maxAttempts: options.maxAttempts === undefined ? 1 : checkInteger(options.maxAttempts, `${prefix}maxAttempts`, 1, 1_000_000),
-    delay: options.availableIn === undefined ? 0 : checkDelay(options.availableIn, `${prefix}availableIn`),
-    tenant: checkOptionalKey(options.tenant, `${prefix}tenant`),
-    idempotencyKey: checkOptionalKey(options.idempotencyKey, `${prefix}idempotencyKey`),
-    dedupKey: checkOptionalKey(options.dedupKey, `${prefix}dedupKey`),
+    priority: options.priority === undefined ? 0 : checkInteger(options.priority, field("priority"), -2_147_483_648),
+    maxAttempts: options.maxAttempts === undefined ? 1 : checkInteger(options.maxAttempts, field("maxAttempts"), 1, 1_000_000),
+    delay: options.availableIn === undefined ? 0 : checkDelay(options.availableIn, field("availableIn")),
+    tenant: options.tenant == null ? null : checkOptionalKey(options.tenant, field("tenant")),
+    idempotencyKey: options.idempotencyKey == null ? null : checkOptionalKey(options.idempotencyKey, field("idempotencyKey")),
+    dedupKey: options.dedupKey == null ? null : checkOptionalKey(options.dedupKey, field("dedupKey")),
     trace: null,
   };
+}
+
+/** The usual item, checked without building its "items[i]" label (checkOptionsObject explains the rest). */
+function isItemShaped(item: unknown): boolean {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) return false;
+  for (const key in item) if (!ITEM_KEY_SET.has(key)) return false;
+  return true;
 }
 
 function checkOptionsObject(options: unknown, allowed: readonly string[], where: string): void {
@@ -124,7 +143,7 @@ function checkOptionsObject(options: unknown, allowed: readonly string[], where:
 export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>, options: EnqueueOptions = {}): Promise<number> {
   checkOptionsObject(options, ENQUEUE_KEYS, "enqueue");
   const db = resolveDb(options.db);
-  const job = prepare(task, payload, options, "default", db.settings.maxPayloadBytes, "");
+  const job = prepare(task, payload, options, "default", db.settings.maxPayloadBytes, null);
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) => insertJobs(db, db.executor, [traced(job, trace)]));
   countEnqueued([job]);
   return id as number;
@@ -142,8 +161,8 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
   const db = resolveDb(options.db);
   const defaultQueue = options.queue === undefined ? "default" : checkName(options.queue, "queue");
   const jobs = items.map((item, i) => {
-    checkOptionsObject(item, ITEM_KEYS, `enqueueMany: items[${i}]`);
-    return prepare(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, `items[${i}]`);
+    if (!isItemShaped(item)) checkOptionsObject(item, ITEM_KEYS, `enqueueMany: items[${i}]`);
+    return prepare(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, i);
   });
   if (jobs.length === 0) return [];
   const first = jobs[0] as NewJob;
@@ -216,7 +235,7 @@ const PAYLOAD_COLUMN = 2;
  * of a bulk insert's cost. ON CONFLICT only when a job has a key: without one no unique index
  * can conflict, and every row skips the speculative insertion. One job: no arrays at all.
  */
-function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: string; params: unknown[] } {
+function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: string; params: unknown[]; keyless: boolean } {
   const params: unknown[] = [db.channel];
   const arrays: string[] = [];
   const names: string[] = [];
@@ -227,9 +246,17 @@ function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: string; par
       params.push(first);
       return column.expr(`$${params.length}::${column.type}`);
     }
-    params.push(jobs.map(column.value));
-    arrays.push(`$${params.length}::${column.type}[]`);
     names.push(`c${c}`);
+    if (c === PAYLOAD_COLUMN) {
+      // Payloads are JSON text already: one JSON array of them is a join, where a text[]
+      // literal escapes every quote of every payload (pg's escapeElement) and PostgreSQL
+      // unescapes it again. A JSON null element is a job without payload (SQL NULL).
+      params.push(`[${jobs.map((j) => j.payload ?? "null").join(",")}]`);
+      arrays.push(`jsonb_array_elements($${params.length}::jsonb)`);
+      return `NULLIF(v.c${c}, 'null'::jsonb)`;
+    }
+    params.push(jobs.map(column.value));
+    arrays.push(`unnest($${params.length}::${column.type}[])`);
     return column.expr(`v.c${c}`);
   });
   const keyed = jobs.some((j) => j.idempotencyKey !== null || j.dedupKey !== null);
@@ -242,10 +269,16 @@ function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: string; par
         RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
       )
       SELECT id, idempotency_key, dedup_key, CASE WHEN ready THEN pg_notify($1, queue) END AS woke FROM ins`;
-    return { sql, params };
+    return { sql, params, keyless: false };
   }
   // Ids follow input order: the identity is drawn row by row, in ORDER BY ord.
-  const source = `FROM unnest(${arrays.join(", ")}) WITH ORDINALITY AS v(${names.join(", ")}, ord) ORDER BY ord`;
+  // ROWS FROM zips the arrays element by element, as a multi-argument unnest does.
+  const source = `FROM ROWS FROM (${arrays.join(", ")}) WITH ORDINALITY AS v(${names.join(", ")}, ord) ORDER BY ord`;
+  // Without keys nothing can conflict: every job gets a row, and the ids come back as one
+  // array in id order (= input order) instead of a row each.
+  const result = keyed
+    ? "SELECT id, idempotency_key, dedup_key, (SELECT n FROM woke) AS woke FROM ins ORDER BY id"
+    : "SELECT array_agg(id ORDER BY id)::text AS ids, (SELECT n FROM woke) AS woke FROM ins";
   const sql = `
     WITH ins AS (
       INSERT INTO ${db.table} (${INSERT_COLUMNS})
@@ -255,8 +288,8 @@ function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: string; par
     ), woke AS (
       SELECT count(pg_notify($1, queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE ready) r
     )
-    SELECT id, idempotency_key, dedup_key, (SELECT n FROM woke) AS woke FROM ins ORDER BY id`;
-  return { sql, params };
+    ${result}`;
+  return { sql, params, keyless: !keyed };
 }
 
 // PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
@@ -285,7 +318,7 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Scrip
     }),
 };
 
-function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[] } {
+function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[]; keyless?: boolean } {
   if (db.dialect === "postgres") return pgInsert(db, jobs);
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
   return {
@@ -304,8 +337,15 @@ async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[]):
   for (let round = 0; round < MAX_ENQUEUE_ATTEMPTS && pending.length > 0; round++) {
     const batch = pending.map((i) => jobs[i] as NewJob);
     const statement = insertStatement(db, batch);
-    const { rows } = await runSql<InsertedRow>(executor, statement.sql, statement.params, "insert");
-    assignInserted(batch, pending, rows, ids);
+    const { rows } = await runSql<InsertedRow & { ids?: string | null }>(executor, statement.sql, statement.params, "insert");
+    if (statement.keyless) {
+      const text = rows[0]?.ids;
+      const inserted = text ? text.slice(1, -1).split(",") : [];
+      if (inserted.length !== batch.length) throw new Error(`enqueue: inserted ${inserted.length} of ${batch.length} keyless jobs`);
+      pending.forEach((index, k) => (ids[index] = Number(inserted[k])));
+    } else {
+      assignInserted(batch, pending, rows, ids);
+    }
     const conflicted = pending.filter((i) => ids[i] === undefined);
     for (const i of conflicted) {
       const existing = await findExisting(db, executor, jobs[i] as NewJob);

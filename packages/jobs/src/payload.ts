@@ -7,11 +7,11 @@ import type { DialectName } from "./db/executor.js";
  * functions, symbols, BigInt, cycles, non-finite numbers, and NUL characters (PostgreSQL
  * text and jsonb cannot store U+0000, so every backend refuses it alike).
  */
-export function toJsonText(value: unknown, field: string): string | null {
+export function toJsonText(value: unknown, field: string | (() => string)): string | null {
   if (value === undefined || value === null) return null;
   // The full check names the path of what is wrong, building a path string per key; run it
   // only when the quick one (no strings built) found something, or could not tell.
-  if (!plain(value, 0)) check(value, field, new Set());
+  if (!plain(value, 0)) check(value, typeof field === "string" ? field : field(), new Set());
   return JSON.stringify(value);
 }
 
