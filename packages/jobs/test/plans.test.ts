@@ -59,6 +59,14 @@ describe.each(backends().filter((b) => b.name === "postgres"))("query plans of t
     expect(seqScansOfJobs(claimPlan)).toEqual([]);
     expect(indexScansOfJobs(claimPlan).length).toBeGreaterThanOrEqual(2); // the pending walk, then the rows by id
 
+    // Several queues: one walk per queue (LATERAL), then the rows by id.
+    const more = await claimJobs(t.db, { queues: ["default", "other"], limit: 10, lease: 30, workerId: "plans" });
+    expect(more).toHaveLength(10);
+    const multiPlan = await planOfLast();
+    expect(seqScansOfJobs(multiPlan)).toEqual([]);
+    expect(indexScansOfJobs(multiPlan).length).toBeGreaterThanOrEqual(2);
+    await completeRuns(t.db, more.map((j) => ({ id: j.id, token: j.token, result: null })));
+
     const claims = jobs.map((j) => ({ id: j.id, token: j.token }));
     expect((await extendLeases(t.db, claims, 30)).size).toBe(130);
     const extendPlan = await planOfLast();
