@@ -145,8 +145,16 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   const db = resolveDb(options.db);
   const job = prepare(task, payload, options, "default", db.settings.maxPayloadBytes, null);
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) => insertJobs(db, db.executor, [traced(job, trace)]));
+  wakeLocalWorkers(db, [job]);
   countEnqueued([job]);
   return id as number;
+}
+
+/** Where the server cannot push (SQLite), the workers of this process hear of ready jobs directly. */
+function wakeLocalWorkers(db: JobsDatabase, jobs: readonly NewJob[]): void {
+  const notify = db.executor.notify;
+  if (!notify) return;
+  for (const queue of new Set(jobs.filter((j) => j.delay === 0).map((j) => j.queue))) notify.call(db.executor, db.channel, queue);
 }
 
 function traced(job: NewJob, trace: StoredTraceContext | null): NewJob {
@@ -176,6 +184,7 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
       return all;
     });
   });
+  wakeLocalWorkers(db, jobs);
   countEnqueued(jobs);
   return ids;
 }

@@ -38,5 +38,7 @@ export interface Executor {
   readonly pooled: boolean;
   /** Push wake-ups (PostgreSQL LISTEN). Absent where the backend has none: workers poll. */
   listen?(channel: string, onMessage: (payload: string) => void, onError: (error: Error) => void): Promise<Listener>;
+  /** In-process wake-up after an enqueue, where the server cannot push (SQLite); PostgreSQL notifies in SQL. */
+  notify?(channel: string, payload: string): void;
   close(): Promise<void>;
 }

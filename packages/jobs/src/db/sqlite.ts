@@ -1,6 +1,9 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { loadDriver } from "./driver.js";
-import type { Executor, QueryResult, TransactionOptions } from "./executor.js";
+import { randomUUID } from "node:crypto";
+import { resolve } from "node:path";
+import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
+import { listenLocally, notifyLocally } from "./local-wakeups.js";
 import { toQuestionMarks } from "./placeholders.js";
 
 /** The parts of a better-sqlite3 Database the queue uses (typed here so no d.ts needs @types/better-sqlite3). */
@@ -16,6 +19,8 @@ export interface SqliteDatabase {
   pragma(source: string, options?: { simple?: boolean }): unknown;
   readonly inTransaction: boolean;
   readonly open: boolean;
+  /** The path it was opened with (better-sqlite3), ":memory:" or "" for a private database. */
+  readonly name?: string;
   close(): unknown;
 }
 
@@ -152,6 +157,17 @@ function toSqliteValue(value: unknown): unknown {
   return value;
 }
 
+const privateIds = new WeakMap<SqliteDatabase, string>();
+
+/** What makes two connections the same database: the file's absolute path, or the object for a private (in-memory) one. */
+function sqliteIdentity(db: SqliteDatabase): string {
+  const name = db.name;
+  if (name && name !== ":memory:" && !name.startsWith("file::memory:")) return `file:${resolve(name)}`;
+  let id = privateIds.get(db);
+  if (!id) privateIds.set(db, (id = `private:${randomUUID()}`));
+  return id;
+}
+
 export class SqliteExecutor implements Executor {
   readonly dialect = "sqlite" as const;
   /** One connection, but safe to share: our transactions are serialised on it. The worker may use it. */
@@ -231,6 +247,15 @@ export class SqliteExecutor implements Executor {
     } finally {
       this.raw.pragma(`query_only = ${before ? "ON" : "OFF"}`);
     }
+  }
+
+  /** Workers of this process on the same file wake at once on an enqueue; others poll. */
+  async listen(channel: string, onMessage: (payload: string) => void): Promise<Listener> {
+    return listenLocally(`${sqliteIdentity(this.raw)}\u0000${channel}`, onMessage);
+  }
+
+  notify(channel: string, payload: string): void {
+    notifyLocally(`${sqliteIdentity(this.raw)}\u0000${channel}`, payload);
   }
 
   async close(): Promise<void> {

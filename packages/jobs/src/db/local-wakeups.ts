@@ -1,0 +1,31 @@
+import type { Listener } from "./executor.js";
+
+/**
+ * Wake-ups inside one process, for backends the server cannot push from (SQLite): an enqueue
+ * tells the workers of this process that share its database at once, instead of leaving the
+ * job to their next poll. Workers in other processes still poll. Keyed by the database's
+ * identity (a SQLite file's absolute path) and channel, so two connections to one file meet.
+ */
+const subscribers = new Map<string, Set<(payload: string) => void>>();
+
+export function listenLocally(key: string, onMessage: (payload: string) => void): Listener {
+  let set = subscribers.get(key);
+  if (!set) subscribers.set(key, (set = new Set()));
+  set.add(onMessage);
+  return {
+    close: async () => {
+      set.delete(onMessage);
+      if (set.size === 0 && subscribers.get(key) === set) subscribers.delete(key);
+    },
+  };
+}
+
+export function notifyLocally(key: string, payload: string): void {
+  const set = subscribers.get(key);
+  if (!set || set.size === 0) return;
+  // After the current turn: an enqueue inside the caller's synchronous transaction is
+  // committed by then, so the woken claim can see the job.
+  setImmediate(() => {
+    for (const onMessage of [...set]) onMessage(payload);
+  });
+}
