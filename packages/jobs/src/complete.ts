@@ -25,14 +25,21 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
     FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
     WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim_token = v.token
     RETURNING j.id, v.token::text AS claim_token`,
-  // The three arrays arrive as JSON; json_each numbers their elements alike (key).
-  sqlite: (db) => `
-    UPDATE ${db.table} AS j
-    SET status = 'done', result = v.result, finished_at = ${SQLITE_NOW}, updated_at = ${SQLITE_NOW}, locked_until = NULL
-    FROM (SELECT i.value AS id, t.value AS token, r.value AS result
-          FROM json_each($1) AS i JOIN json_each($2) AS t ON t.key = i.key JOIN json_each($3) AS r ON r.key = i.key) AS v
-    WHERE j.id = v.id AND j.claim_token = v.token AND j.status = 'running'
-    RETURNING id, claim_token`,
+  // One JSON array of [id, token, result] triples, read by one json_each: joining three
+  // json_each (one per array) on their keys was a nested loop — a batch of 1,000 took 89 ms
+  // and capped SQLite at ~9k jobs/s whatever the concurrency. Rows are found by id (rowid):
+  // the unary + keeps `status = 'running'` from steering the planner to the jobs_running
+  // index, a scan of every running row per element of the batch.
+  sqlite: (db) => (executor, [ids, tokens, results]) =>
+    executor.query<{ id: number | string; claim_token: string }>(
+      `UPDATE ${db.table} AS j
+       SET status = 'done', result = v.result, finished_at = ${SQLITE_NOW}, updated_at = ${SQLITE_NOW}, locked_until = NULL
+       FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token, json_extract(e.value, '$[2]') AS result
+             FROM json_each($1) AS e) AS v
+       WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'
+       RETURNING id, claim_token`,
+      [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i], (results as (string | null)[])[i] ?? null]))],
+    ),
   // No UPDATE … RETURNING: lock the rows still ours, then update exactly those. A batch may
   // hold two runs of one job (a stale run and its successor, finishing together): match on
   // (id, token), never on the id alone, or the stale run's result could land.
