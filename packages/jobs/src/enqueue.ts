@@ -150,7 +150,7 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   return id as number;
 }
 
-/** Where the server cannot push (SQLite), the workers of this process hear of ready jobs directly. */
+/** Where the server cannot push (SQLite, MariaDB), the workers of this process hear of ready jobs directly. */
 function wakeLocalWorkers(db: JobsDatabase, jobs: readonly NewJob[]): void {
   const notify = db.executor.notify;
   if (!notify) return;

@@ -8,7 +8,7 @@ import { enqueueMany } from "../src/index.js";
 import { claimJobs } from "../src/claim.js";
 import { completeRuns } from "../src/complete.js";
 import { extendLeases } from "../src/lease.js";
-import { backends, type TestDatabase } from "./helpers/backends.js";
+import { backends, type Backend, type TestDatabase } from "./helpers/backends.js";
 
 interface PlanNode {
   "Node Type": string;
@@ -20,23 +20,30 @@ function nodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 }
 
+/** A fresh queue with `jobs` pending jobs, analysed; every statement sent afterwards is recorded. */
+async function seededQueue(backend: Backend, jobs: number): Promise<{ t: TestDatabase; sent: { sql: string; params: readonly unknown[] }[] }> {
+  const t = await backend.create();
+  await enqueueMany(
+    Array.from({ length: jobs }, (_, i) => ({ task: "plan", payload: { i } })),
+    { db: t.db },
+  );
+  await t.db.executor.query(backend.name === "postgres" ? `ANALYZE ${t.db.table}` : "ANALYZE");
+  const sent: { sql: string; params: readonly unknown[] }[] = [];
+  const executor = t.db.executor;
+  const query = executor.query.bind(executor);
+  executor.query = ((sql: string, params?: readonly unknown[], name?: string) => {
+    sent.push({ sql, params: params ?? [] });
+    return query(sql, params, name);
+  }) as typeof executor.query;
+  return { t, sent };
+}
+
 describe.each(backends().filter((b) => b.name === "postgres"))("query plans of the hot statements ($name)", (backend) => {
   let t: TestDatabase;
-  const sent: { sql: string; params: readonly unknown[] }[] = [];
+  let sent: { sql: string; params: readonly unknown[] }[];
 
   beforeAll(async () => {
-    t = await backend.create();
-    await enqueueMany(
-      Array.from({ length: 20_000 }, (_, i) => ({ task: "plan", payload: { i } })),
-      { db: t.db },
-    );
-    await t.db.executor.query(`ANALYZE ${t.db.table}`);
-    const executor = t.db.executor;
-    const query = executor.query.bind(executor);
-    executor.query = ((sql: string, params?: readonly unknown[], name?: string) => {
-      sent.push({ sql, params: params ?? [] });
-      return query(sql, params, name);
-    }) as typeof executor.query;
+    ({ t, sent } = await seededQueue(backend, 20_000));
   }, 60_000);
   afterAll(async () => {
     await t?.close();
@@ -85,21 +92,10 @@ describe.each(backends().filter((b) => b.name === "postgres"))("query plans of t
 // Now one json_each, and each row found by its id.
 describe.each(backends().filter((b) => b.name === "sqlite"))("query plans of the hot statements ($name)", (backend) => {
   let t: TestDatabase;
-  const sent: { sql: string; params: readonly unknown[] }[] = [];
+  let sent: { sql: string; params: readonly unknown[] }[];
 
   beforeAll(async () => {
-    t = await backend.create();
-    await enqueueMany(
-      Array.from({ length: 2_000 }, (_, i) => ({ task: "plan", payload: { i } })),
-      { db: t.db },
-    );
-    await t.db.executor.query("ANALYZE");
-    const executor = t.db.executor;
-    const query = executor.query.bind(executor);
-    executor.query = ((sql: string, params?: readonly unknown[], name?: string) => {
-      sent.push({ sql, params: params ?? [] });
-      return query(sql, params, name);
-    }) as typeof executor.query;
+    ({ t, sent } = await seededQueue(backend, 2_000));
   }, 60_000);
   afterAll(async () => {
     await t?.close();
