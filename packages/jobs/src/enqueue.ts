@@ -272,13 +272,21 @@ function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: string; par
   const conflict = keyed ? "ON CONFLICT DO NOTHING" : "";
   if (arrays.length === 0) {
     // One job: a plain VALUES row and its NOTIFY inline (5–10% more single enqueues per second).
-    const sql = `
+    // Without keys, only the id comes back; a job due now notifies, a delayed one does not.
+    const job = jobs[0] as NewJob;
+    // ($1, the channel, must appear in the statement either way, or it has no type.)
+    const woke = job.delay === 0 ? "pg_notify($1, queue)" : "$1::text";
+    const sql = keyed
+      ? `
       WITH ins AS (
         INSERT INTO ${db.table} (${INSERT_COLUMNS}) VALUES (${exprs.join(", ")}) ${conflict}
         RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
       )
-      SELECT id, idempotency_key, dedup_key, CASE WHEN ready THEN pg_notify($1, queue) END AS woke FROM ins`;
-    return { sql, params, keyless: false };
+      SELECT id, idempotency_key, dedup_key, CASE WHEN ready THEN pg_notify($1, queue) END AS woke FROM ins`
+      : `
+      WITH ins AS (INSERT INTO ${db.table} (${INSERT_COLUMNS}) VALUES (${exprs.join(", ")}) RETURNING id, queue)
+      SELECT id, ${woke} AS woke FROM ins`;
+    return { sql, params, keyless: !keyed };
   }
   // Ids follow input order: the identity is drawn row by row, in ORDER BY ord.
   // ROWS FROM zips the arrays element by element, as a multi-argument unnest does.
@@ -348,8 +356,9 @@ async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[]):
     const statement = insertStatement(db, batch);
     const { rows } = await runSql<InsertedRow & { ids?: string | null }>(executor, statement.sql, statement.params, "insert");
     if (statement.keyless) {
+      // Several jobs: one row holding the ids as an array; one job: its row.
       const text = rows[0]?.ids;
-      const inserted = text ? text.slice(1, -1).split(",") : [];
+      const inserted = text === undefined ? rows.map((r) => r.id) : text ? text.slice(1, -1).split(",") : [];
       if (inserted.length !== batch.length) throw new Error(`enqueue: inserted ${inserted.length} of ${batch.length} keyless jobs`);
       pending.forEach((index, k) => (ids[index] = Number(inserted[k])));
     } else {
