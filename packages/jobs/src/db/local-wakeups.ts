@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { Listener } from "./executor.js";
 
 /**
@@ -7,8 +8,21 @@ import type { Listener } from "./executor.js";
  * identity (a SQLite file's absolute path) and channel, so two connections to one file meet.
  */
 const subscribers = new Map<string, Set<(payload: string) => void>>();
+const identities = new WeakMap<object, string>();
 
-export function listenLocally(key: string, onMessage: (payload: string) => void): Listener {
+/**
+ * The database behind a driver handle (a better-sqlite3 Database, a mysql2 pool or connection),
+ * worked out once per handle: `shared` names what other handles to the same database would
+ * name alike (a file path, a server and database), or nothing for a private one (in memory).
+ */
+export function databaseIdentity(handle: object, shared: () => string | undefined): string {
+  let identity = identities.get(handle);
+  if (!identity) identities.set(handle, (identity = shared() ?? `private:${randomUUID()}`));
+  return identity;
+}
+
+export function listenLocally(database: string, channel: string, onMessage: (payload: string) => void): Listener {
+  const key = `${database}\u0000${channel}`;
   let set = subscribers.get(key);
   if (!set) subscribers.set(key, (set = new Set()));
   set.add(onMessage);
@@ -20,8 +34,8 @@ export function listenLocally(key: string, onMessage: (payload: string) => void)
   };
 }
 
-export function notifyLocally(key: string, payload: string): void {
-  const set = subscribers.get(key);
+export function notifyLocally(database: string, channel: string, payload: string): void {
+  const set = subscribers.get(`${database}\u0000${channel}`);
   if (!set || set.size === 0) return;
   // After the current turn: an enqueue inside the caller's synchronous transaction is
   // committed by then, so the woken claim can see the job.

@@ -1,7 +1,6 @@
 import { loadDriver } from "./driver.js";
-import { randomUUID } from "node:crypto";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
-import { listenLocally, notifyLocally } from "./local-wakeups.js";
+import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
 import { toQuestionMarks } from "./placeholders.js";
 
 /** The parts of mysql2's promise API the queue uses (typed here so no d.ts needs mysql2's types). */
@@ -71,7 +70,6 @@ async function run<R extends object>(on: MysqlQueryable, sql: string, params: re
   return { rows: [], rowCount: Number((result as { affectedRows?: number }).affectedRows ?? 0) };
 }
 
-/** A connection: the caller's, inside its own transaction, or one of ours inside START TRANSACTION. */
 interface ConnectionConfig {
   host?: string;
   port?: number;
@@ -79,28 +77,26 @@ interface ConnectionConfig {
   database?: string;
 }
 
-const privateIds = new WeakMap<object, string>();
-
 /**
  * What makes two pools or connections the same database, for in-process wake-ups: server and
- * database from mysql2's config (a pool's, or a connection's), else the object itself.
+ * database from mysql2's config (a pool's, or a connection's).
  */
 function mysqlIdentity(raw: object): string {
-  const holder = raw as { pool?: { config?: { connectionConfig?: ConnectionConfig } }; connection?: { config?: ConnectionConfig }; config?: ConnectionConfig };
-  const config = holder.pool?.config?.connectionConfig ?? holder.connection?.config ?? holder.config;
-  if (config?.database) return `mysql:${config.socketPath ?? `${config.host ?? "localhost"}:${config.port ?? 3306}`}/${config.database}`;
-  let id = privateIds.get(raw);
-  if (!id) privateIds.set(raw, (id = `private:${randomUUID()}`));
-  return id;
+  return databaseIdentity(raw, () => {
+    const holder = raw as { pool?: { config?: { connectionConfig?: ConnectionConfig } }; connection?: { config?: ConnectionConfig }; config?: ConnectionConfig };
+    const config = holder.pool?.config?.connectionConfig ?? holder.connection?.config ?? holder.config;
+    return config?.database ? `mysql:${config.socketPath ?? `${config.host ?? "localhost"}:${config.port ?? 3306}`}/${config.database}` : undefined;
+  });
 }
 
+/** A connection: the caller's, inside its own transaction, or one of ours inside START TRANSACTION. */
 export class MysqlConnectionExecutor implements Executor {
   readonly dialect = "mysql" as const;
   readonly pooled = false;
   constructor(readonly raw: MysqlConnection) {}
 
   notify(channel: string, payload: string): void {
-    notifyLocally(`${mysqlIdentity(this.raw)}\u0000${channel}`, payload);
+    notifyLocally(mysqlIdentity(this.raw), channel, payload);
   }
 
   query<R extends object>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
@@ -178,11 +174,11 @@ export class MysqlPoolExecutor implements Executor {
 
   /** MariaDB has no LISTEN: workers of this process wake at once on an enqueue; others poll. */
   async listen(channel: string, onMessage: (payload: string) => void): Promise<Listener> {
-    return listenLocally(`${mysqlIdentity(this.raw)}\u0000${channel}`, onMessage);
+    return listenLocally(mysqlIdentity(this.raw), channel, onMessage);
   }
 
   notify(channel: string, payload: string): void {
-    notifyLocally(`${mysqlIdentity(this.raw)}\u0000${channel}`, payload);
+    notifyLocally(mysqlIdentity(this.raw), channel, payload);
   }
 
   async close(): Promise<void> {

@@ -1,9 +1,8 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { loadDriver } from "./driver.js";
-import { randomUUID } from "node:crypto";
 import { resolve } from "node:path";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
-import { listenLocally, notifyLocally } from "./local-wakeups.js";
+import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
 import { toQuestionMarks } from "./placeholders.js";
 
 /** The parts of a better-sqlite3 Database the queue uses (typed here so no d.ts needs @types/better-sqlite3). */
@@ -157,15 +156,12 @@ function toSqliteValue(value: unknown): unknown {
   return value;
 }
 
-const privateIds = new WeakMap<SqliteDatabase, string>();
-
-/** What makes two connections the same database: the file's absolute path, or the object for a private (in-memory) one. */
+/** What makes two connections the same database: the file's absolute path (an in-memory one is private). */
 function sqliteIdentity(db: SqliteDatabase): string {
-  const name = db.name;
-  if (name && name !== ":memory:" && !name.startsWith("file::memory:")) return `file:${resolve(name)}`;
-  let id = privateIds.get(db);
-  if (!id) privateIds.set(db, (id = `private:${randomUUID()}`));
-  return id;
+  return databaseIdentity(db, () => {
+    const name = db.name;
+    return name && name !== ":memory:" && !name.startsWith("file::memory:") ? `file:${resolve(name)}` : undefined;
+  });
 }
 
 export class SqliteExecutor implements Executor {
@@ -251,11 +247,11 @@ export class SqliteExecutor implements Executor {
 
   /** Workers of this process on the same file wake at once on an enqueue; others poll. */
   async listen(channel: string, onMessage: (payload: string) => void): Promise<Listener> {
-    return listenLocally(`${sqliteIdentity(this.raw)}\u0000${channel}`, onMessage);
+    return listenLocally(sqliteIdentity(this.raw), channel, onMessage);
   }
 
   notify(channel: string, payload: string): void {
-    notifyLocally(`${sqliteIdentity(this.raw)}\u0000${channel}`, payload);
+    notifyLocally(sqliteIdentity(this.raw), channel, payload);
   }
 
   async close(): Promise<void> {

@@ -9,7 +9,7 @@ import { createServer, connect as tcpConnect, type Server, type Socket } from "n
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, reclaim, statusCounts, type JobsDatabase } from "../../src/index.js";
 import { backends, type TestDatabase } from "../helpers/backends.js";
-import { hostAndPort, viaProxy } from "./helpers/proxy.js";
+import { hostAndPort, listenOnLoopback, viaProxy } from "./helpers/proxy.js";
 
 /** An ErrorResponse as the server sends it on shutdown. */
 function fatal57P01(): Buffer {
@@ -62,11 +62,9 @@ async function startFatalProxy(target: { host: string; port: number }): Promise<
       client.end(Buffer.concat([pending.subarray(0, end), fatal57P01()]));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  if (typeof address !== "object" || !address) throw new Error("proxy: no address");
+  const port = await listenOnLoopback(server);
   return {
-    port: address.port,
+    port,
     get fatals() {
       return state.fatals;
     },

@@ -46,12 +46,10 @@ export async function startProxy(target: { host: string; port: number }): Promis
     if (cut) client.pause(); // accepted, then silence
     else link(pair);
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  if (typeof address !== "object" || !address) throw new Error("proxy: no address");
+  const port = await listenOnLoopback(server);
 
   return {
-    port: address.port,
+    port,
     get connections() {
       return pairs.size;
     },
@@ -91,6 +89,14 @@ export async function startProxy(target: { host: string; port: number }): Promis
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** Listens on a free port of 127.0.0.1; resolves with the port. */
+export async function listenOnLoopback(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  if (typeof address !== "object" || !address) throw new Error("proxy: no address");
+  return address.port;
 }
 
 /** The same database URL, through the proxy. */
