@@ -63,9 +63,23 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
 
       // Watches the jobs each dead worker held until they are taken back, timing it on the database clock.
       const held: Held[] = [];
+      const killed: string[] = [];
+      /** Adds the jobs a dead worker holds now that are not listed yet. */
+      const collect = async (workerId: string) => {
+        const rows = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [workerId]);
+        for (const { id } of rows) {
+          if (held.some((h) => h.id === Number(id) && h.workerId === workerId)) continue;
+          const job = await getJob(Number(id), { db: t.db });
+          if (job?.status !== "running") continue; // taken back already (its lease had run out)
+          held.push({ id: job.id, workerId, lockedUntil: job.lockedUntil, heartbeatAt: job.heartbeatAt });
+        }
+      };
       let watching = true;
       const watcher = (async () => {
         while (watching || held.some((h) => !h.reclaimedAt)) {
+          // A claim the worker sent just before it died can still commit after it is gone (the
+          // server finishes the statement): look for such jobs again on every round.
+          for (const workerId of killed) await collect(workerId);
           const open = held.filter((h) => !h.reclaimedAt);
           for (const workerId of new Set(open.map((h) => h.workerId))) {
             const mine = open.filter((h) => h.workerId === workerId);
@@ -81,7 +95,6 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
         }
       })();
 
-      const killed: string[] = [];
       for (let k = 1; k <= KILLS; k++) {
         await waitFor(`${Math.round((100 * k) / (KILLS + 1))}% of the jobs finished`, async () => (await finished(t, QUEUE)) >= (JOBS * k) / (KILLS + 1), timeoutMs(60, 300));
         // A victim that holds jobs right now (running or prefetched), chosen at random.
@@ -94,12 +107,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
         victim.c.kill("SIGKILL");
         expect(await victim.c.exited).toMatchObject({ signal: "SIGKILL" });
         killed.push(victim.c.label);
-        const rows = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [victim.c.label]);
-        for (const { id } of rows) {
-          const job = await getJob(Number(id), { db: t.db });
-          if (job?.status !== "running") continue; // taken back already (its lease had run out)
-          held.push({ id: job.id, workerId: victim.c.label, lockedUntil: job.lockedUntil, heartbeatAt: job.heartbeatAt });
-        }
+        await collect(victim.c.label);
         fleet.start(victim.slot);
       }
 
