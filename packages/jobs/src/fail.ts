@@ -8,14 +8,14 @@ export type FailureOutcome =
   | { kind: "retry"; delay: number }
   /** No attempt left, or the error said `retryable: false`. */
   | { kind: "fail" }
-  /** Shutdown: back to pending now, and the attempt it used is given back. */
+  /** Shutdown: back to pending now, and the attempt it used (if it had started) is given back. */
   | { kind: "release" };
 
 const FAIL: PerDialect<(db: JobsDatabase) => string> = {
   postgres: (db) => `
     UPDATE ${db.table}
     SET status = CASE WHEN $3 = 'fail' THEN 'failed' ELSE 'pending' END,
-        attempts = CASE WHEN $3 = 'release' THEN attempts - 1 ELSE attempts END,
+        attempts = CASE WHEN $3 = 'release' AND started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
         run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE now() + make_interval(secs => $4) END,
         last_error = COALESCE($5, last_error),
         finished_at = CASE WHEN $3 = 'fail' THEN now() END,
@@ -31,7 +31,7 @@ function failSql(db: JobsDatabase, now: string, later: string): string {
   return `
     UPDATE ${db.table}
     SET status = CASE WHEN $3 = 'fail' THEN 'failed' ELSE 'pending' END,
-        attempts = CASE WHEN $3 = 'release' THEN attempts - 1 ELSE attempts END,
+        attempts = CASE WHEN $3 = 'release' AND started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
         run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE ${later} END,
         last_error = COALESCE($5, last_error),
         finished_at = CASE WHEN $3 = 'fail' THEN ${now} END,

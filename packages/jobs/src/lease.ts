@@ -1,13 +1,16 @@
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { checkSeconds } from "./validate.js";
-import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
-import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
+import { MYSQL_NOW } from "./db/mysql.js";
+import { SQLITE_NOW } from "./db/sqlite.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
 /** Default lease, in seconds: an orphaned job is back in work about this long after its worker died. */
 export const DEFAULT_LEASE_SECONDS = 30;
 
+// A lease is never shortened: every claim and extension sets locked_until and heartbeat_at
+// together, so `locked_until - heartbeat_at` is the lease the job holds, and an extension
+// grants at least that (a heartbeat asking for less would let the job be taken while it runs).
 const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: string }>> = {
   // With the ids (a worker's own jobs), the join runs through the primary key: matching
   // thousands of tokens with `= ANY` against every running row costs tokens × rows. A token
@@ -17,7 +20,7 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
     ids
       ? executor.query<{ claim_token: string }>(
           `UPDATE ${db.table} AS j
-           SET locked_until = now() + make_interval(secs => $2), heartbeat_at = now()
+           SET locked_until = now() + GREATEST(make_interval(secs => $2), j.locked_until - j.heartbeat_at), heartbeat_at = now()
            FROM unnest($3::bigint[], $1::uuid[]) AS v(id, token)
            WHERE j.id = ANY($3::bigint[]) AND j.id = v.id AND j.claim_token = v.token
            RETURNING v.token::text AS claim_token`,
@@ -26,7 +29,7 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
         )
       : executor.query<{ claim_token: string }>(
           `UPDATE ${db.table}
-           SET locked_until = now() + make_interval(secs => $2), heartbeat_at = now()
+           SET locked_until = now() + GREATEST(make_interval(secs => $2), locked_until - heartbeat_at), heartbeat_at = now()
            WHERE claim_token = ANY($1::uuid[]) AND status = 'running'
            RETURNING claim_token::text AS claim_token`,
           [tokens, lease],
@@ -34,7 +37,7 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
         ),
   sqlite: (db) => `
     UPDATE ${db.table}
-    SET locked_until = ${sqliteNowPlus("$2")}, heartbeat_at = ${SQLITE_NOW}
+    SET locked_until = ${SQLITE_NOW} + MAX(CAST(ROUND($2 * 1000.0) AS INTEGER), locked_until - heartbeat_at), heartbeat_at = ${SQLITE_NOW}
     WHERE claim_token IN (SELECT value FROM json_each($1)) AND status = 'running'
     RETURNING claim_token`,
   // No UPDATE … RETURNING: lock the rows that are still running under these tokens, extend those.
@@ -45,10 +48,17 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
         [tokens],
       );
       if (rows.length > 0) {
-        await tx.query(`UPDATE ${db.table} SET locked_until = ${mysqlNowPlus("$2")}, heartbeat_at = ${MYSQL_NOW} WHERE id IN ($1)`, [
-          rows.map((r) => r.id),
-          lease,
-        ]);
+        // Left to right: locked_until is set from the old heartbeat_at, before that changes.
+        await tx.query(
+          `UPDATE ${db.table}
+           SET locked_until = ${MYSQL_NOW} + INTERVAL GREATEST(ROUND($2 * 1000000), TIMESTAMPDIFF(MICROSECOND, heartbeat_at, locked_until)) MICROSECOND,
+               heartbeat_at = ${MYSQL_NOW}
+           WHERE id IN ($1)`,
+          [
+            rows.map((r) => r.id),
+            lease,
+          ],
+        );
       }
       return { rows: rows.map((r) => ({ claim_token: r.claim_token })), rowCount: rows.length };
     }),
@@ -81,12 +91,14 @@ async function extendByToken(db: JobsDatabase, token: string, lease: number): Pr
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * "I am still working": extends the lease of the job claimed under `token`. False when the
- * token names no running job — the work may be being redone elsewhere; stop.
+ * "I am still working": extends the lease of the job claimed under `token` by the lease it was
+ * claimed with, or by `lease` seconds when that is longer — never less. False when the token
+ * names no running job — the work may be being redone elsewhere; stop.
  */
 export async function heartbeat(token: string, options: { lease?: number; db?: DbLike } = {}): Promise<boolean> {
   const db = resolveDb(options.db);
-  const lease = options.lease === undefined ? DEFAULT_LEASE_SECONDS : checkSeconds(options.lease, "lease");
+  // Omitted: the lease the job holds (0 asks for nothing more).
+  const lease = options.lease === undefined ? 0 : checkSeconds(options.lease, "lease", 0.001);
   if (typeof token !== "string" || !UUID.test(token)) return false;
   return extendByToken(db, token, lease);
 }

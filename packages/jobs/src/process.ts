@@ -36,7 +36,7 @@ function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
 }
 
 async function processNext(handlers: Handlers, deps: RunDeps, queue: string, workerId: string): Promise<boolean> {
-  const [job] = await claimJobs(deps.db, { queues: [queue], limit: 1, lease: deps.lease, workerId });
+  const [job] = await claimJobs(deps.db, { queues: [queue], limit: 1, lease: deps.lease, workerId, start: 1 });
   if (!job) return false;
   const info = jobInfo(job);
   deps.emitter.emit("job:claimed", { job: info });

@@ -21,7 +21,10 @@ export interface ReclaimedJob {
   queue: string;
   task: string;
   attempts: number;
-  /** pending: back in the queue; failed: it had no attempt left. */
+  /**
+   * pending: back in the queue (a job its worker held but never started keeps its attempts);
+   * failed: it had no attempt left.
+   */
   status: "pending" | "failed";
 }
 
@@ -49,24 +52,24 @@ const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> =
       FOR UPDATE SKIP LOCKED
     )
     UPDATE ${db.table} AS j
-    SET status = CASE WHEN j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END,
-        last_error = $3::text || ': attempt ' || j.attempts || ' of ' || j.max_attempts ||
+    SET status = CASE WHEN j.started_at IS NULL OR j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END,
+        last_error = CASE WHEN j.started_at IS NULL THEN j.last_error ELSE $3::text || ': attempt ' || j.attempts || ' of ' || j.max_attempts ||
           ' held by ' || COALESCE(j.locked_by, 'an unknown worker') || ' stopped sending heartbeats (last at ' ||
-          to_char(j.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '); the handler never reported success or failure',
-        finished_at = CASE WHEN j.attempts < j.max_attempts THEN NULL ELSE now() END,
-        run_at = CASE WHEN j.attempts < j.max_attempts THEN now() ELSE j.run_at END,
+          to_char(j.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '); the handler never reported success or failure' END,
+        finished_at = CASE WHEN j.started_at IS NULL OR j.attempts < j.max_attempts THEN NULL ELSE now() END,
+        run_at = CASE WHEN j.started_at IS NULL THEN j.run_at WHEN j.attempts < j.max_attempts THEN now() ELSE j.run_at END,
         claim_token = NULL, locked_until = NULL, updated_at = now()
     FROM lost WHERE j.id = lost.id
     RETURNING j.id, j.queue, j.task, j.attempts, j.status`,
   // One statement under SQLite's single writer: nobody can heartbeat in between.
   sqlite: (db) => `
     UPDATE ${db.table}
-    SET status = CASE WHEN attempts < max_attempts THEN 'pending' ELSE 'failed' END,
-        last_error = $3 || ': attempt ' || attempts || ' of ' || max_attempts ||
+    SET status = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN 'pending' ELSE 'failed' END,
+        last_error = CASE WHEN started_at IS NULL THEN last_error ELSE $3 || ': attempt ' || attempts || ' of ' || max_attempts ||
           ' held by ' || COALESCE(locked_by, 'an unknown worker') || ' stopped sending heartbeats (last at ' ||
-          strftime('%Y-%m-%dT%H:%M:%fZ', heartbeat_at / 1000.0, 'unixepoch') || '); the handler never reported success or failure',
-        finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE ${SQLITE_NOW} END,
-        run_at = CASE WHEN attempts < max_attempts THEN ${SQLITE_NOW} ELSE run_at END,
+          strftime('%Y-%m-%dT%H:%M:%fZ', heartbeat_at / 1000.0, 'unixepoch') || '); the handler never reported success or failure' END,
+        finished_at = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN NULL ELSE ${SQLITE_NOW} END,
+        run_at = CASE WHEN started_at IS NULL THEN run_at WHEN attempts < max_attempts THEN ${SQLITE_NOW} ELSE run_at END,
         claim_token = NULL, locked_until = NULL, updated_at = ${SQLITE_NOW}
     WHERE status = 'running'
       AND CASE WHEN $1 IS NULL THEN locked_until < ${SQLITE_NOW} ELSE heartbeat_at <= ${sqliteNowPlus("$1", "-")} END
@@ -94,13 +97,13 @@ const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> =
       const ids = lost.rows.map((r) => r.id);
       await tx.query(
         `UPDATE ${db.table}
-         SET status = CASE WHEN attempts < max_attempts THEN 'pending' ELSE 'failed' END,
-             last_error = CONCAT($2, ': attempt ', attempts, ' of ', max_attempts,
+         SET status = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN 'pending' ELSE 'failed' END,
+             last_error = CASE WHEN started_at IS NULL THEN last_error ELSE CONCAT($2, ': attempt ', attempts, ' of ', max_attempts,
                ' held by ', COALESCE(locked_by, 'an unknown worker'), ' stopped sending heartbeats (last at ',
                DATE_FORMAT(heartbeat_at, '%Y-%m-%dT%H:%i:%s.'), LPAD(FLOOR(MICROSECOND(heartbeat_at) / 1000), 3, '0'),
-               'Z); the handler never reported success or failure'),
-             finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE ${MYSQL_NOW} END,
-             run_at = CASE WHEN attempts < max_attempts THEN ${MYSQL_NOW} ELSE run_at END,
+               'Z); the handler never reported success or failure') END,
+             finished_at = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN NULL ELSE ${MYSQL_NOW} END,
+             run_at = CASE WHEN started_at IS NULL THEN run_at WHEN attempts < max_attempts THEN ${MYSQL_NOW} ELSE run_at END,
              claim_token = NULL, locked_until = NULL, updated_at = ${MYSQL_NOW}
          WHERE id IN ($1)`,
         [ids, prefix],

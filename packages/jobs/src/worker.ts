@@ -12,6 +12,7 @@ import { failJob } from "./fail.js";
 import { DEFAULT_LEASE_SECONDS, extendLeases } from "./lease.js";
 import { silentLogger, type Logger } from "./logger.js";
 import { reclaimJobs } from "./reclaim.js";
+import { startRuns } from "./start.js";
 import type { Handlers, JobInfo } from "./types.js";
 import { checkInteger, checkKnownOptions, checkName, checkSeconds } from "./validate.js";
 import { Wakeups } from "./wakeups.js";
@@ -90,7 +91,14 @@ export class Worker {
   private readonly completions: Batcher<Completion, boolean>;
   private readonly wakeups: Wakeups;
 
+  /** Claimed, not started: their attempts are counted by `startRuns` just before they run. */
   private readonly buffer: ClaimedJob[] = [];
+  /** Taken from the buffer, their start being recorded (`startRuns` in flight); they hold slots. */
+  private starting = 0;
+  private startWrite: Promise<void> | null = null;
+  /** performance.now() before which no start is retried after a failed start write. */
+  private startRetryAt = 0;
+  private startFailures = 0;
   private readonly running = new Map<string, Run>();
   private readonly completing = new Map<string, number>();
   private mayHaveWork = true;
@@ -98,10 +106,8 @@ export class Worker {
   private started = false;
   private wakeUp: (() => void) | null = null;
   private idleAnnounced = false;
-  /** When the leases of every held job were last known good (a claim or an extension). */
-  private leasesConfirmedAt = performance.now();
-  private confirming: Promise<void> | null = null;
   private stopped: Promise<void> | null = null;
+  private looping: Promise<void> = Promise.resolve();
   private readonly timers: NodeJS.Timeout[] = [];
 
   constructor(
@@ -158,13 +164,12 @@ export class Worker {
     const onAbort = () => void this.stop();
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      this.leasesConfirmedAt = performance.now();
       await this.wakeups.start();
       this.every(this.deps.lease * 1000 / 3, () => this.extendAll());
       if (this.sweepMs > 0) this.every(this.sweepMs, () => this.sweep());
       this.emitter.emit("worker:started", { workerId: this.id, queues: this.queues, concurrency: this.concurrency });
       this.deps.logger.info({ workerId: this.id, queues: this.queues, concurrency: this.concurrency }, "worker started");
-      if (!signal?.aborted) await this.loop();
+      if (!signal?.aborted) await (this.looping = this.loop());
       await this.stop();
     } finally {
       signal?.removeEventListener("abort", onAbort);
@@ -182,18 +187,25 @@ export class Worker {
     while (!this.stopping) {
       this.startBuffered();
       const size = this.concurrency + this.prefetchTarget();
-      const capacity = size - this.running.size - this.buffer.length;
+      const held = this.running.size + this.starting + this.buffer.length;
+      const capacity = size - held;
       // Claim in batches: wait until half the room is free, unless slots would sit idle.
       const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.buffer.length === 0 && capacity > 0);
       if (this.mayHaveWork && worthIt) {
         try {
           const claimStarted = performance.now();
-          const jobs = await claimJobs(this.db, { queues: this.queues, limit: capacity, lease: this.deps.lease, workerId: this.id });
+          // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
+          const start = Math.max(0, this.concurrency - held);
+          const jobs = await claimJobs(this.db, { queues: this.queues, limit: capacity, lease: this.deps.lease, workerId: this.id, start });
           this.claimMs = average(this.claimMs, performance.now() - claimStarted);
           failures = 0;
           if (jobs.length < capacity) this.mayHaveWork = false;
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
-          this.buffer.push(...jobs);
+          // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
+          for (const job of jobs) {
+            if (job.started && !this.stopping) this.start(job);
+            else this.buffer.push(job);
+          }
           if (jobs.length > 0) this.idleAnnounced = false;
           continue;
         } catch (error) {
@@ -218,23 +230,40 @@ export class Worker {
     return Math.min(MAX_AUTO_PREFETCH, needed);
   }
 
+  /**
+   * Moves buffered jobs into free slots: one fenced write records their starts (and renews
+   * their leases, which may have lapsed in a stall), then their handlers run. One such write
+   * at a time; slots freed meanwhile are filled by the next.
+   */
   private startBuffered(): void {
-    // After a stall (a frozen process, a long GC, a lost connection) the buffered jobs' leases
-    // may have lapsed and the jobs been taken by another worker: confirm them before running.
-    if (this.buffer.length > 0 && performance.now() - this.leasesConfirmedAt > this.deps.lease * 800) {
-      if (!this.confirming) {
-        this.confirming = this.extendAll()
-          .catch((error: unknown) => this.error(error, "confirming leases"))
-          .finally(() => {
-            this.confirming = null;
-            this.wake();
-          });
-      }
-      return;
-    }
-    while (this.running.size < this.concurrency && this.buffer.length > 0 && !this.stopping) {
-      this.start(this.buffer.shift() as ClaimedJob);
-    }
+    if (this.startWrite || this.stopping || this.buffer.length === 0 || performance.now() < this.startRetryAt) return;
+    const free = this.concurrency - this.running.size;
+    if (free <= 0) return;
+    const jobs = this.buffer.splice(0, free);
+    this.starting = jobs.length;
+    this.startWrite = startRuns(this.db, jobs, this.deps.lease)
+      .then(
+        (owned) => {
+          this.startFailures = 0;
+          for (const job of jobs) {
+            if (!owned.has(job.token)) this.emitter.emit("job:fenced", { job: jobInfo(job), write: "start" });
+            else if (this.stopping) this.buffer.push(job); // shutdown hands it back (and its attempt)
+            else this.start(job);
+          }
+        },
+        (error: unknown) => {
+          this.error(error, "starting jobs");
+          // Still held, still unstarted: back to the front of the buffer, in claim order.
+          this.buffer.unshift(...jobs);
+          this.startRetryAt = performance.now() + (CLAIM_RETRY_MS[Math.min(this.startFailures++, CLAIM_RETRY_MS.length - 1)] as number);
+          setTimeout(() => this.wake(), CLAIM_RETRY_MS[Math.min(this.startFailures - 1, CLAIM_RETRY_MS.length - 1)]).unref();
+        },
+      )
+      .finally(() => {
+        this.starting = 0;
+        this.startWrite = null;
+        this.wake();
+      });
   }
 
   private start(job: ClaimedJob): void {
@@ -298,15 +327,9 @@ export class Worker {
       ...this.buffer.map((j) => ({ id: j.id, token: j.token })),
       ...[...this.completing].map(([token, id]) => ({ id, token })),
     ];
+    if (claims.length === 0) return;
     const tokens = claims.map((c) => c.token);
-    const asked = performance.now();
-    if (tokens.length === 0) {
-      this.leasesConfirmedAt = asked;
-      return;
-    }
     const owned = await extendLeases(this.db, claims, this.deps.lease);
-    // Jobs claimed while this ran have leases at least as fresh as `asked`.
-    this.leasesConfirmedAt = asked;
     for (const token of tokens) {
       if (owned.has(token)) continue;
       const run = this.running.get(token);
@@ -338,6 +361,9 @@ export class Worker {
     this.stopping = true;
     this.emitter.emit("worker:stopping", { workerId: this.id, inFlight: this.running.size });
     this.wake();
+    // A claim or a start write in flight adds to the buffer when it lands: wait for both.
+    await this.looping;
+    await this.startWrite;
     const buffered = this.buffer.splice(0);
     await Promise.all(buffered.map((job) => this.persist(() => this.release(job, jobInfo(job)), "handing back a job").catch(() => undefined)));
     const inFlight = [...this.running.values()];

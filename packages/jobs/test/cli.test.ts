@@ -140,7 +140,7 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
 
   it("reclaim --lease 0 takes back running jobs", async () => {
     const id = await enqueue("stuck", null, { db: t.db, queue: "reclaim-cli", maxAttempts: 2 });
-    await claimJobs(t.db, { queues: ["reclaim-cli"], limit: 1, lease: 600, workerId: "gone" });
+    await claimJobs(t.db, { queues: ["reclaim-cli"], limit: 1, start: 1, lease: 600, workerId: "gone" });
     const result = await cli(["reclaim", "--lease", "0", "--queue", "reclaim-cli", ...common]);
     expect(result.code).toBe(0);
     expect(result.stdout).toContain("reclaimed 1 job(s): 1 back to pending");

@@ -11,7 +11,7 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
   /** A job claimed by a worker that then died: a real claim whose lease nobody extends. */
   async function orphan(queue: string, maxAttempts: number): Promise<number> {
     const id = await enqueue("orphan", null, { db: t.db, queue, maxAttempts });
-    const [claimed] = await claimJobs(t.db, { queues: [queue], limit: 1, lease: 0.2, workerId: "dead-worker" });
+    const [claimed] = await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 0.2, workerId: "dead-worker" });
     expect(claimed!.id).toBe(id);
     await waitFor("the lease to expire", async () => {
       const job = await getJob(id, { db: t.db });
@@ -37,6 +37,33 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     const seconds = (lockedUntil!.getTime() - now!.getTime()) / 1000;
     expect(seconds).toBeGreaterThan(118);
     expect(seconds).toBeLessThanOrEqual(120.5);
+  });
+
+  it("heartbeat(token) never shortens the lease the claim was made with (audit 12.3)", async () => {
+    const id = await enqueue("long-lease", null, { db: t.db, queue: "lease-hb" });
+    const remaining: number[] = [];
+    const measure = async () => {
+      const job = await getJob(id, { db: t.db });
+      if (job?.status === "running") remaining.push((job.lockedUntil.getTime() - (await t.now()).getTime()) / 1000);
+    };
+    await processOne(
+      {
+        "long-lease": async (_payload, ctx: JobContext) => {
+          expect(await heartbeat(ctx.claimToken, { db: t.db })).toBe(true);
+          await measure();
+          expect(await heartbeat(ctx.claimToken, { db: t.db, lease: 5 })).toBe(true);
+          await measure();
+          // A longer lease asked by hand is granted.
+          expect(await heartbeat(ctx.claimToken, { db: t.db, lease: 300 })).toBe(true);
+          await measure();
+        },
+      },
+      { db: t.db, queue: "lease-hb", lease: 120 },
+    );
+    expect(remaining).toHaveLength(3);
+    expect(remaining[0]).toBeGreaterThan(118);
+    expect(remaining[1]).toBeGreaterThan(118);
+    expect(remaining[2]).toBeGreaterThan(298);
   });
 
   it("reclaim() puts a lost worker's job back to pending, and fails it with a distinct message when attempts are exhausted", async () => {

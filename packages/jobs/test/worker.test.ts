@@ -132,7 +132,8 @@ describe.each(backends())("the worker ($name)", (backend) => {
     await running;
     expect(staleRuns).toEqual([]);
     expect([runs.get(ids[1]!), runs.get(ids[2]!)]).toEqual([1, 1]);
-    expect(fenced).toEqual(expect.arrayContaining([`${ids[1]}:heartbeat`, `${ids[2]}:heartbeat`]));
+    // Whichever comes first finds the buffered jobs taken: their start write or a lease extension.
+    for (const id of [ids[1], ids[2]]) expect(fenced.filter((f) => f === `${id}:start` || f === `${id}:heartbeat`)).not.toEqual([]);
   });
 
   it("graceful shutdown: claims nothing more, lets in-flight jobs finish, hands back the rest without using an attempt", async () => {

@@ -24,6 +24,8 @@ interface Held {
   workerId: string;
   lockedUntil: Date;
   heartbeatAt: Date;
+  /** Its handler had started (the attempt was counted), as opposed to held unstarted in the buffer. */
+  started: boolean;
   /** When the suite first saw it no longer held by the dead worker (database clock). */
   reclaimedAt?: Date;
 }
@@ -66,12 +68,21 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
       const killed: string[] = [];
       /** Adds the jobs a dead worker holds now that are not listed yet. */
       const collect = async (workerId: string) => {
-        const rows = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [workerId]);
-        for (const { id } of rows) {
+        const rows = await t.sql<{ id: number | string; started: unknown }>(
+          `SELECT id, started_at IS NOT NULL AS started FROM {jobs} WHERE status = 'running' AND locked_by = $1`,
+          [workerId],
+        );
+        for (const { id, started } of rows) {
+          const known = held.find((h) => h.id === Number(id) && h.workerId === workerId && !h.reclaimedAt);
+          // A start write sent just before the kill can still commit after it.
+          if (known) {
+            known.started ||= Boolean(Number(started));
+            continue;
+          }
           if (held.some((h) => h.id === Number(id) && h.workerId === workerId)) continue;
           const job = await getJob(Number(id), { db: t.db });
           if (job?.status !== "running") continue; // taken back already (its lease had run out)
-          held.push({ id: job.id, workerId, lockedUntil: job.lockedUntil, heartbeatAt: job.heartbeatAt });
+          held.push({ id: job.id, workerId, lockedUntil: job.lockedUntil, heartbeatAt: job.heartbeatAt, started: Boolean(Number(started)) });
         }
       };
       let watching = true;
@@ -141,8 +152,9 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
       const retried = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE queue = $1 AND attempts > 1`, [QUEUE]);
       for (const r of retried) expect(heldIds).toContain(Number(r.id));
 
-      // A reclaimed job keeps the reclaim's verdict in last_error after its later success.
-      const lastHolder = new Map(held.map((h) => [h.id, h.workerId]));
+      // A reclaimed job keeps the reclaim's verdict in last_error after its later success. Only
+      // a started run gets one: a job held unstarted goes back with no verdict and no attempt used.
+      const lastHolder = new Map(held.filter((h) => h.started).map((h) => [h.id, h.workerId]));
       for (const [id, workerId] of lastHolder) {
         if (failing.has(id)) continue;
         const job = await getJob(id, { db: t.db });

@@ -24,7 +24,7 @@ const STEPS = 6;
 const WORKERS = 2;
 const CONCURRENCY = 4;
 
-type Write = "complete" | "fail" | "release" | "heartbeat" | "checkpoint";
+type Write = "start" | "complete" | "fail" | "release" | "heartbeat" | "checkpoint";
 
 describe.each(backends())("takeover under load ($name)", (backend) => {
   let t: TestDatabase;
@@ -46,9 +46,9 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
     for (const staleFirst of [true, false]) {
       const queue = `pair-${staleFirst}`;
       const id = await enqueue("pair", null, { db: t.db, queue, maxAttempts: 5 });
-      const [stale] = await claimJobs(t.db, { queues: [queue], limit: 1, lease: 60, workerId: "same-worker" });
+      const [stale] = await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" });
       await reclaim({ db: t.db, lease: 0, queue });
-      const [fresh] = await claimJobs(t.db, { queues: [queue], limit: 1, lease: 60, workerId: "same-worker" });
+      const [fresh] = await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" });
       const runs = [
         { id, token: stale!.token, result: JSON.stringify("stale") },
         { id, token: fresh!.token, result: JSON.stringify("fresh") },
@@ -96,7 +96,7 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
         return { attempt };
       };
 
-      const fenced: Record<Write, number> = { complete: 0, fail: 0, release: 0, heartbeat: 0, checkpoint: 0 };
+      const fenced: Record<Write, number> = { start: 0, complete: 0, fail: 0, release: 0, heartbeat: 0, checkpoint: 0 };
       const errors: unknown[] = [];
       const succeeded: [number, number][] = []; // (job, attempt) the workers reported done
       const stop = new AbortController();

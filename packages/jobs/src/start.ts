@@ -1,0 +1,75 @@
+import type { JobsDatabase } from "./db/database.js";
+import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
+import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
+import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
+
+/**
+ * The rule of the worker's buffer: a claim counts an attempt only for the jobs that start at
+ * once; the rest are held unstarted (`started_at` NULL) and this write counts theirs just
+ * before their handlers run. A worker that dies holding unstarted jobs therefore gives them
+ * back unused (reclaim returns them pending, attempts unchanged), while a job whose handler
+ * ran — even one that crashed its process — has used its attempt.
+ *
+ * The write also renews the lease and is fenced by the token: a job taken over while it sat
+ * in the buffer (a stalled process, a lapsed lease) is not in the answer and never starts.
+ * Counting is idempotent (only while `started_at` is NULL), so a write retried after a lost
+ * reply does not count twice.
+ */
+const START: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: string }>> = {
+  // `j.id = ANY($1)`: a primary-key index scan (see COMPLETE in complete.ts).
+  postgres: (db) => `
+    UPDATE ${db.table} AS j
+    SET attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN 1 ELSE 0 END,
+        started_at = COALESCE(j.started_at, now()),
+        locked_until = now() + make_interval(secs => $3), heartbeat_at = now(), updated_at = now()
+    FROM unnest($1::bigint[], $2::uuid[]) AS v(id, token)
+    WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim_token = v.token AND j.status = 'running'
+    RETURNING v.token::text AS claim_token`,
+  // Rows found by id (rowid), as in complete.ts; + keeps the planner off the jobs_running index.
+  sqlite: (db) => (executor, [ids, tokens, lease]) =>
+    executor.query<{ claim_token: string }>(
+      `UPDATE ${db.table} AS j
+       SET attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN 1 ELSE 0 END,
+           started_at = COALESCE(j.started_at, ${SQLITE_NOW}),
+           locked_until = ${sqliteNowPlus("$2")}, heartbeat_at = ${SQLITE_NOW}, updated_at = ${SQLITE_NOW}
+       FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token FROM json_each($1) AS e) AS v
+       WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'
+       RETURNING claim_token`,
+      [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i]])), lease],
+    ),
+  // No UPDATE … RETURNING: lock the rows still ours, update exactly those.
+  mysql: (db) => (executor, [ids, tokens, lease]) =>
+    executor.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
+        `SELECT id, claim_token FROM ${db.table} WHERE id IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
+        [ids],
+      );
+      const current = new Map(rows.map((r) => [Number(r.id), r.claim_token]));
+      const kept = (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string })).filter((c) => current.get(c.id) === c.claim_token);
+      if (kept.length > 0) {
+        await tx.query(
+          `UPDATE ${db.table}
+           SET attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
+               started_at = COALESCE(started_at, ${MYSQL_NOW}),
+               locked_until = ${mysqlNowPlus("$2")}, heartbeat_at = ${MYSQL_NOW}, updated_at = ${MYSQL_NOW}
+           WHERE id IN ($1)`,
+          [kept.map((k) => k.id), lease],
+        );
+      }
+      return { rows: kept.map(({ claim_token }) => ({ claim_token })), rowCount: kept.length };
+    }),
+};
+
+/** Counts the attempts of held jobs about to start; returns the tokens still ours. */
+export async function startRuns(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
+  if (unordered.length === 0) return new Set();
+  // Id order, as in extendLeases and completeRuns: one lock order on every connection.
+  const claims = [...unordered].sort((a, b) => a.id - b.id);
+  const { rows } = await runSql<{ claim_token: string }>(
+    db.executor,
+    forDialect(START, db.dialect, "start")(db),
+    [claims.map((c) => c.id), claims.map((c) => c.token), lease],
+    "start",
+  );
+  return new Set(rows.map((r) => String(r.claim_token)));
+}
