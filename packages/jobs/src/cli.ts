@@ -2,11 +2,18 @@
 import { main } from "./cli/main.js";
 
 main(process.argv.slice(2), { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) }).then(
-  (code) => {
-    process.exitCode = code;
-  },
+  (code) => exit(code),
   (error: unknown) => {
     process.stderr.write(`forge-jobs: ${(error as Error)?.message ?? String(error)}\n`);
-    process.exitCode = 1;
+    exit(1);
   },
 );
+
+/**
+ * Exits once what was written is flushed, not when the event loop empties: after a worker's
+ * grace period its unfinished jobs were handed back and may run elsewhere, so a handler that
+ * ignored its abort signal must not keep this process (and its side effects) alive.
+ */
+function exit(code: number): void {
+  process.stdout.write("", () => process.stderr.write("", () => process.exit(code)));
+}

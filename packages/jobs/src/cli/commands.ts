@@ -165,7 +165,9 @@ export async function runWorkerCommand(p: Parsed, io: Io): Promise<void> {
   try {
     await worker.run();
   } finally {
-    await db.close();
+    // A handler still running past the grace period may hold a connection: closing waits for
+    // it, so give up after a while (the process exits; its jobs were handed back).
+    await Promise.race([db.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
   }
 }
 

@@ -67,6 +67,18 @@ describe.each(backends())("SIGTERM on a worker process ($name)", (backend) => {
     expect(worker.count((m) => m.type === "started" && String(m.name).startsWith("buffered"))).toBe(0);
   }, 60_000);
 
+  it("one SIGTERM exits once --grace has passed, even when a handler ignores its abort signal (audit 12.8)", async () => {
+    const queue = "deaf";
+    const deaf = await work(queue, "deaf", 600_000, 10, { ignoreSignal: true });
+    const worker = cliWorker(queue, 1);
+    await worker.waitForMessage("the deaf job started", () => worker.count((m) => m.type === "started") === 1);
+    worker.kill("SIGTERM");
+    // Handed back once the grace period is over: it may run elsewhere, so this process must go.
+    const exit = await Promise.race([worker.exited, new Promise<"still running">((r) => setTimeout(() => r("still running"), 20_000))]);
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(await job(deaf)).toMatchObject({ status: "pending", attempts: 0 });
+  }, 60_000);
+
   it("a second SIGTERM stops it at once (exit 130); the lease brings its jobs back", async () => {
     const queue = "impatient";
     const running = [await work(queue, "stuck1", 60_000, 10, { ignoreSignal: true }), await work(queue, "stuck2", 60_000, 10, { ignoreSignal: true })];
