@@ -9,6 +9,7 @@ import type { Handlers } from "./types.js";
 import { checkInteger, checkKnownOptions, checkName, checkSeconds } from "./validate.js";
 import { randomUUID } from "node:crypto";
 import { instrumentEmitter } from "./telemetry.js";
+import { timerMs } from "./timers.js";
 
 export interface ProcessOptions {
   queue?: string;
@@ -48,7 +49,7 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
         if (!owned.has(job.token)) loseJob(abort, info);
       })
       .catch((error: unknown) => deps.emitter.emit("worker:error", { workerId, error, during: "lease extension" }));
-  }, Math.max(50, (deps.lease * 1000) / 3));
+  }, timerMs(Math.max(50, (deps.lease * 1000) / 3)));
   const started = Date.now();
   deps.emitter.emit("job:started", { job: info, waitMs: Math.max(0, started - job.runAt.getTime()) });
   let outcome: RunOutcome;

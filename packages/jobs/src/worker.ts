@@ -15,6 +15,7 @@ import { reclaimJobs } from "./reclaim.js";
 import { startRuns } from "./start.js";
 import type { Handlers, JobInfo } from "./types.js";
 import { checkInteger, checkKnownOptions, checkName, checkSeconds } from "./validate.js";
+import { timerMs } from "./timers.js";
 import { Wakeups } from "./wakeups.js";
 import { instrumentEmitter } from "./telemetry.js";
 
@@ -369,14 +370,14 @@ export class Worker {
     const inFlight = [...this.running.values()];
     if (inFlight.length > 0) {
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.all(inFlight.map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, this.graceMs)))]);
+      await Promise.race([Promise.all(inFlight.map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, timerMs(this.graceMs))))]);
       clearTimeout(timer);
     }
     const late = [...this.running.values()];
     for (const run of late) run.abort.abort(new JobAbortedError("shutdown", `worker ${this.id} is shutting down; job ${run.job.id} was handed back`));
     await Promise.all(late.map((run) => this.persist(() => this.release(run.job, run.info), "handing back a job").catch(() => undefined)));
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.completions.idle(), new Promise((r) => (timer = setTimeout(r, Math.max(this.graceMs, 1000))))]);
+    await Promise.race([this.completions.idle(), new Promise((r) => (timer = setTimeout(r, timerMs(Math.max(this.graceMs, 1000)))))]);
     clearTimeout(timer);
     this.completions.abandon(new Error("worker stopped before this completion could be written"));
     for (const t of this.timers) clearInterval(t);
@@ -393,7 +394,7 @@ export class Worker {
       task()
         .catch((error: unknown) => this.error(error, "background maintenance"))
         .finally(() => (busy = false));
-    }, Math.max(10, ms));
+    }, timerMs(Math.max(10, ms)));
     timer.unref();
     this.timers.push(timer);
   }
@@ -415,7 +416,7 @@ export class Worker {
         this.wakeUp = null;
         onTimeout?.();
         resolve();
-      }, ms);
+      }, timerMs(ms));
       this.wakeUp = () => {
         clearTimeout(timer);
         resolve();
@@ -428,7 +429,10 @@ export function createWorker(handlers: Handlers, options: WorkerOptions = {}): W
   return new Worker(handlers, options);
 }
 
-/** Runs a worker until `signal` fires; resolves once it has stopped gracefully. */
-export function runWorker(handlers: Handlers, options: WorkerOptions = {}): Promise<void> {
+/**
+ * Runs a worker until `signal` fires; resolves once it has stopped gracefully. A bad option
+ * rejects the promise (it never throws synchronously).
+ */
+export async function runWorker(handlers: Handlers, options: WorkerOptions = {}): Promise<void> {
   return new Worker(handlers, options).run();
 }

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createWorker, enqueue, enqueueMany, getJob, JobAbortedError, reclaim, type JobContext, type WorkerEvents } from "../src/index.js";
+import { createWorker, enqueue, enqueueMany, getJob, JobAbortedError, JobError, reclaim, runWorker, type JobContext, type WorkerEvents } from "../src/index.js";
+import { JobsDatabase } from "../src/db/database.js";
+import type { Executor } from "../src/db/executor.js";
 import { backends, deferred, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("the worker ($name)", (backend) => {
@@ -25,6 +27,42 @@ describe.each(backends())("the worker ($name)", (backend) => {
     expect(latency).toBeLessThan(t.db.executor.listen ? 5_000 : pollInterval * 1000 + 1_000);
     ac.abort();
     await running;
+  });
+
+  it("durations past what a Node timer can hold are capped, not turned into 1 ms: an idle worker stays idle (audit 12.13)", async () => {
+    // Counts the statements the worker sends through the real executor.
+    let statements = 0;
+    const real = t.db.executor;
+    const counting: Executor = Object.assign(Object.create(real) as Executor, {
+      query: ((sql: string, params?: readonly unknown[], name?: string) => (statements++, real.query(sql, params, name))) as Executor["query"],
+      transaction: ((fn, options) => (statements++, real.transaction(fn, options))) as Executor["transaction"],
+    });
+    const db = new JobsDatabase(counting, t.db.settings);
+    const month = 30 * 86_400;
+    const ac = new AbortController();
+    const worker = createWorker({}, { db, queue: "idle-month", pollInterval: month, lease: 3 * month, sweepInterval: month, gracePeriod: month, signal: ac.signal });
+    const idle = deferred();
+    worker.on("worker:idle", () => idle.resolve());
+    const running = worker.run();
+    await idle.promise;
+    const before = statements;
+    await new Promise((r) => setTimeout(r, 500));
+    ac.abort();
+    await running;
+    // Uncapped, each of these timers fired every millisecond: hundreds of claims in 500 ms.
+    expect(statements - before).toBeLessThan(5);
+  });
+
+  it("runWorker with a bad option returns a rejected promise, never throws synchronously (audit 12.14)", async () => {
+    let result: Promise<void> | "threw";
+    try {
+      result = runWorker({}, { db: t.db, concurrency: 0 });
+    } catch {
+      result = "threw";
+    }
+    expect(result).toBeInstanceOf(Promise);
+    await expect(result).rejects.toThrow(JobError);
+    await expect(runWorker({}, { db: t.db, nope: true } as never)).rejects.toThrow(/nope/);
   });
 
   it("serves a list of queues", async () => {

@@ -11,6 +11,7 @@ import { statusCounts } from "../status.js";
 import type { Handlers } from "../types.js";
 import { createWorker } from "../worker.js";
 import { dbNow } from "../sql.js";
+import { timerMs } from "../timers.js";
 import { renderStatus } from "./table.js";
 import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";
 
@@ -101,7 +102,7 @@ export async function status(p: Parsed, io: Io): Promise<void> {
         const body = p.values.json ? JSON.stringify({ at: new Date().toISOString(), queues: statuses }) + "\n" : `\x1b[2J\x1b[H${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}`;
         io.out(body);
         await new Promise<void>((r) => {
-          const timer = setTimeout(r, seconds * 1000);
+          const timer = setTimeout(r, timerMs(seconds * 1000));
           stop.signal.addEventListener("abort", () => (clearTimeout(timer), r()), { once: true });
         });
       }

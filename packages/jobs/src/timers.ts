@@ -1,0 +1,12 @@
+/**
+ * Node fires a timer whose delay is over 2³¹−1 ms after 1 ms (with a warning): an idle worker
+ * given a poll interval of a month would poll a thousand times a second. Every duration the
+ * queue hands to a timer goes through this cap instead; a timer that fires after ~24.8 days
+ * and finds nothing due simply waits again.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** `ms`, capped to what a Node timer can wait. */
+export function timerMs(ms: number): number {
+  return Math.min(ms, MAX_TIMER_MS);
+}
