@@ -50,6 +50,11 @@ export interface WorkerOptions {
 const WORKER_KEYS = ["queue", "concurrency", "prefetch", "pollInterval", "lease", "gracePeriod", "sweepInterval", "signal", "db", "events", "logger", "workerId"];
 const CLAIM_RETRY_MS = [100, 250, 500, 1000, 2000, 5000, 10000];
 const MAX_AUTO_PREFETCH = 500;
+/**
+ * Start writes in flight at once: a slot freed while one is under way need not wait for it to
+ * land and then for another round trip.
+ */
+const MAX_START_WRITES = 2;
 
 /** Exponentially weighted: recent runs count most, one outlier does not swing the batch size. */
 function average(previous: number, sample: number): number {
@@ -96,7 +101,7 @@ export class Worker {
   private readonly buffer: ClaimedJob[] = [];
   /** Taken from the buffer, their start being recorded (`startRuns` in flight); they hold slots. */
   private starting = 0;
-  private startWrite: Promise<void> | null = null;
+  private readonly startWrites = new Set<Promise<void>>();
   /** performance.now() before which no start is retried after a failed start write. */
   private startRetryAt = 0;
   private startFailures = 0;
@@ -106,6 +111,7 @@ export class Worker {
   private stopping = false;
   private started = false;
   private wakeUp: (() => void) | null = null;
+  private wokenWhileBusy = false;
   private idleAnnounced = false;
   private stopped: Promise<void> | null = null;
   private looping: Promise<void> = Promise.resolve();
@@ -233,16 +239,16 @@ export class Worker {
 
   /**
    * Moves buffered jobs into free slots: one fenced write records their starts (and renews
-   * their leases, which may have lapsed in a stall), then their handlers run. One such write
-   * at a time; slots freed meanwhile are filled by the next.
+   * their leases, which may have lapsed in a stall), then their handlers run. At most
+   * MAX_START_WRITES at a time; slots freed meanwhile are filled by the next.
    */
   private startBuffered(): void {
-    if (this.startWrite || this.stopping || this.buffer.length === 0 || performance.now() < this.startRetryAt) return;
-    const free = this.concurrency - this.running.size;
+    if (this.startWrites.size >= MAX_START_WRITES || this.stopping || this.buffer.length === 0 || performance.now() < this.startRetryAt) return;
+    const free = this.concurrency - this.running.size - this.starting;
     if (free <= 0) return;
     const jobs = this.buffer.splice(0, free);
-    this.starting = jobs.length;
-    this.startWrite = startRuns(this.db, jobs, this.deps.lease)
+    this.starting += jobs.length;
+    const write: Promise<void> = startRuns(this.db, jobs, this.deps.lease)
       .then(
         (owned) => {
           this.startFailures = 0;
@@ -261,10 +267,11 @@ export class Worker {
         },
       )
       .finally(() => {
-        this.starting = 0;
-        this.startWrite = null;
+        this.starting -= jobs.length;
+        this.startWrites.delete(write);
         this.wake();
       });
+    this.startWrites.add(write);
   }
 
   private start(job: ClaimedJob): void {
@@ -364,7 +371,7 @@ export class Worker {
     this.wake();
     // A claim or a start write in flight adds to the buffer when it lands: wait for both.
     await this.looping;
-    await this.startWrite;
+    await Promise.all(this.startWrites);
     const buffered = this.buffer.splice(0);
     await Promise.all(buffered.map((job) => this.persist(() => this.release(job, jobInfo(job)), "handing back a job").catch(() => undefined)));
     const inFlight = [...this.running.values()];
@@ -404,13 +411,19 @@ export class Worker {
     this.deps.logger.error({ workerId: this.id, during, err: error instanceof Error ? error.message : String(error) }, `worker error while ${during}`);
   }
 
+  /** A wake-up that came while the loop was busy (a start write landing mid-iteration) is kept for its next sleep. */
   private wake(): void {
     const wake = this.wakeUp;
     this.wakeUp = null;
-    wake?.();
+    if (wake) wake();
+    else this.wokenWhileBusy = true;
   }
 
   private sleep(ms: number, onTimeout?: () => void): Promise<void> {
+    if (this.wokenWhileBusy) {
+      this.wokenWhileBusy = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.wakeUp = null;
