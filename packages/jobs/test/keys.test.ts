@@ -103,7 +103,7 @@ describe.each(backends())("idempotency and dedup keys ($name)", (backend) => {
       { task: "t", payload: { i: 2 }, tenant: "org-b", idempotencyKey: "atomic-held" },
       { task: "t", payload: { i: 3 }, tenant: "org-b" },
     ];
-    await expect(enqueueMany(items, { db: t.db, queue: "atomic" })).rejects.toThrow(/idempotencyKey is already used by a job of another tenant/);
+    await expect(enqueueMany(items, { db: t.db, queue: "atomic" })).rejects.toThrow(/items\[2\]\.idempotencyKey is already used by a job of another tenant/);
     expect(await count("queue = $1", ["atomic"])).toBe(before);
     // The same inside the caller's transaction, even when the caller commits after catching the error.
     await t.withTransaction(async (bound) => {
