@@ -2,16 +2,34 @@ import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { mysqlNowPlus } from "./db/mysql.js";
 import { sqliteNowPlus } from "./db/sqlite.js";
+import { JobError } from "./errors.js";
 import { dbNow, forDialect, type PerDialect } from "./sql.js";
-import { checkSeconds } from "./validate.js";
+import { isUniqueViolation } from "./sql-errors.js";
+import { checkJobId, checkKnownOptions, checkSeconds, checkTenant } from "./validate.js";
+
+export interface AdminOptions {
+  db?: DbLike;
+  /**
+   * Only act on this tenant's job (another tenant's reads as "not found": false). Leave it out
+   * to act on any tenant's job; an empty or non-string tenant is a JobError.
+   */
+  tenant?: string;
+}
+
+/** Checked before anything runs: a typo'd option (`tenantId`) must not act unscoped. */
+function checkAdminCall(id: unknown, options: AdminOptions, where: string): { db: JobsDatabase; tenant: string | null } {
+  checkKnownOptions(options, ["db", "tenant"], where);
+  checkJobId(id);
+  const tenant = checkTenant(options.tenant, "tenant", "any tenant's job");
+  return { db: resolveDb(options.db), tenant };
+}
 
 /**
  * Cancels a pending or running job. A running handler sees its `ctx.signal` fire at its
  * worker's next lease extension, and its completion is refused (fenced).
  */
-export async function cancelJob(id: number, options: { db?: DbLike; tenant?: string | null } = {}): Promise<boolean> {
-  const db = resolveDb(options.db);
-  const tenant = options.tenant ?? null;
+export async function cancelJob(id: number, options: AdminOptions = {}): Promise<boolean> {
+  const { db, tenant } = checkAdminCall(id, options, "cancelJob");
   const { rowCount } = await db.executor.query(
     `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${now(db)}, updated_at = ${now(db)}
      WHERE id = $1 AND status IN ('pending', 'running')${tenant === null ? "" : " AND tenant = $2"}`,
@@ -20,17 +38,40 @@ export async function cancelJob(id: number, options: { db?: DbLike; tenant?: str
   return rowCount > 0;
 }
 
-/** Puts a failed or cancelled job back in its queue now, with one more attempt allowed. */
-export async function retryJob(id: number, options: { db?: DbLike; tenant?: string | null } = {}): Promise<boolean> {
-  const db = resolveDb(options.db);
-  const tenant = options.tenant ?? null;
-  const { rowCount } = await db.executor.query(
-    `UPDATE ${db.table} SET status = 'pending', run_at = ${now(db)}, finished_at = NULL, updated_at = ${now(db)},
-       max_attempts = CASE WHEN max_attempts > attempts THEN max_attempts ELSE attempts + 1 END
-     WHERE id = $1 AND status IN ('failed', 'cancelled')${tenant === null ? "" : " AND tenant = $2"}`,
-    tenant === null ? [id] : [id, tenant],
-  );
-  return rowCount > 0;
+/**
+ * Puts a failed or cancelled job back in its queue now, with one more attempt allowed. A job
+ * whose dedup key another pending or running job holds meanwhile cannot be: a JobError says so.
+ */
+export async function retryJob(id: number, options: AdminOptions = {}): Promise<boolean> {
+  const { db, tenant } = checkAdminCall(id, options, "retryJob");
+  try {
+    const { rowCount } = await db.executor.query(
+      `UPDATE ${db.table} SET status = 'pending', run_at = ${now(db)}, finished_at = NULL, updated_at = ${now(db)},
+         max_attempts = CASE WHEN max_attempts > attempts THEN max_attempts ELSE attempts + 1 END
+       WHERE id = $1 AND status IN ('failed', 'cancelled')${tenant === null ? "" : " AND tenant = $2"}`,
+      tenant === null ? [id] : [id, tenant],
+    );
+    return rowCount > 0;
+  } catch (error) {
+    // Back to pending makes the job an active holder of its dedup key again: the only unique
+    // index this UPDATE can run into.
+    if (!isUniqueViolation(error, db.dialect)) throw error;
+    throw await dedupKeyHeld(db, id);
+  }
+}
+
+async function dedupKeyHeld(db: JobsDatabase, id: number): Promise<JobError> {
+  // Inside a caller's PostgreSQL transaction the violation aborted it, and this read fails too.
+  const holder = await db.executor
+    .query<{ dedup_key: string; id: number | string }>(
+      `SELECT j.dedup_key, h.id FROM ${db.table} j JOIN ${db.table} h ON h.dedup_key = j.dedup_key AND h.status IN ('pending', 'running')
+       WHERE j.id = $1`,
+      [id],
+    )
+    .then((r) => r.rows[0])
+    .catch(() => undefined);
+  const held = holder ? `its dedupKey ${JSON.stringify(holder.dedup_key)} is held by job ${Number(holder.id)}` : "its dedupKey is held by another job";
+  return new JobError(`retryJob: job ${id} cannot be retried: ${held}, pending or running; cancel that job or wait until it ends, then retry`, "id");
 }
 
 const OLDER_THAN: PerDialect<(seconds: string) => string> = {

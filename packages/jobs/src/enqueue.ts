@@ -5,10 +5,12 @@ import { mysqlNowPlus, refuseWarnings } from "./db/mysql.js";
 import { sqliteNowPlus } from "./db/sqlite.js";
 import { JobError } from "./errors.js";
 import { toJsonText } from "./payload.js";
+import { findExisting, snapshotError } from "./key-conflicts.js";
+import { isSerializationFailure } from "./sql-errors.js";
 import { countEnqueued, withEnqueueSpan, type StoredTraceContext } from "./telemetry.js";
 import { forDialect, runSql, valuesList, type PerDialect, type Script } from "./sql.js";
 import type { PayloadOf } from "./types.js";
-import { checkInteger, checkKnownOptions, checkName, checkOptionalKey, checkSeconds } from "./validate.js";
+import { checkInteger, checkKnownOptions, checkName, checkOptionalKey, checkSeconds, checkTenant } from "./validate.js";
 
 export interface JobOptions {
   /** Queue name. Default "default". */
@@ -23,8 +25,11 @@ export interface JobOptions {
   idempotencyKey?: string;
   /** At most one pending-or-running job per key; free again once that job ends. */
   dedupKey?: string;
-  /** Owner of the job (the seed's org_id): tenant-scoped reads never see other tenants' jobs. */
-  tenant?: string | null;
+  /**
+   * Owner of the job (the seed's org_id): tenant-scoped reads never see other tenants' jobs.
+   * Leave it out for a job without a tenant; an empty or non-string tenant is a JobError.
+   */
+  tenant?: string;
 }
 
 export interface EnqueueOptions extends JobOptions {
@@ -115,7 +120,7 @@ function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQu
     priority: options.priority === undefined ? 0 : checkInteger(options.priority, field("priority"), -2_147_483_648),
     maxAttempts: options.maxAttempts === undefined ? 1 : checkInteger(options.maxAttempts, field("maxAttempts"), 1, 1_000_000),
     delay: options.availableIn === undefined ? 0 : checkDelay(options.availableIn, field("availableIn")),
-    tenant: options.tenant == null ? null : checkOptionalKey(options.tenant, field("tenant")),
+    tenant: checkTenant(options.tenant, field("tenant"), "a job without a tenant"),
     idempotencyKey: options.idempotencyKey == null ? null : checkOptionalKey(options.idempotencyKey, field("idempotencyKey")),
     dedupKey: options.dedupKey == null ? null : checkOptionalKey(options.dedupKey, field("dedupKey")),
     trace: null,
@@ -144,7 +149,7 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   checkOptionsObject(options, ENQUEUE_KEYS, "enqueue");
   const db = resolveDb(options.db);
   const job = prepare(task, payload, options, "default", db.settings.maxPayloadBytes, null);
-  const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) => insertJobs(db, db.executor, [traced(job, trace)]));
+  const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) => insertJobs(db, db.executor, [traced(job, trace)], ownField));
   wakeLocalWorkers(db, [job]);
   countEnqueued([job]);
   return id as number;
@@ -177,16 +182,48 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
   const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {
     for (const job of jobs) traced(job, trace);
     const chunks = chunked(jobs, forDialect(CHUNK, db.dialect, "chunk size"));
-    if (chunks.length === 1) return insertJobs(db, db.executor, jobs);
-    return db.executor.transaction(async (tx) => {
-      const all: number[] = [];
-      for (const chunk of chunks) all.push(...(await insertJobs(db, tx, chunk)));
-      return all;
-    });
+    // One keyless statement is atomic by itself; key conflicts are resolved after the insert,
+    // and one can still refuse the batch then (a key held by another tenant).
+    if (chunks.length === 1 && !jobs.some(hasKey)) return insertJobs(db, db.executor, jobs, itemField(0));
+    return insertAllOrNothing(db, chunks);
   });
   wakeLocalWorkers(db, jobs);
   countEnqueued(jobs);
   return ids;
+}
+
+const ownField: FieldName = (_index, field) => field;
+
+function itemField(offset: number): FieldName {
+  return (index, field) => `items[${offset + index}].${field}`;
+}
+
+function hasKey(job: NewJob): boolean {
+  return job.idempotencyKey !== null || job.dedupKey !== null;
+}
+
+/**
+ * Every chunk in one transaction. On the caller's own connection that transaction is the
+ * caller's (or none), which may still commit after our error: the rows this call inserted are
+ * deleted before the error goes up. (Inside a transaction of ours the DELETE is rolled back
+ * with the rest; where the server already rolled back, it finds nothing.)
+ */
+function insertAllOrNothing(db: JobsDatabase, chunks: NewJob[][]): Promise<number[]> {
+  return db.executor.transaction(async (tx) => {
+    const all: number[] = [];
+    const inserted: number[] = [];
+    try {
+      for (const chunk of chunks) all.push(...(await insertJobs(db, tx, chunk, itemField(all.length), inserted)));
+      return all;
+    } catch (error) {
+      for (let from = 0; from < inserted.length; from += 1000) {
+        const ids = inserted.slice(from, from + 1000);
+        const list = ids.map((_, i) => `$${i + 1}`).join(", ");
+        await tx.query(`DELETE FROM ${db.table} WHERE id IN (${list})`, ids).catch(() => undefined);
+      }
+      throw error;
+    }
+  });
 }
 
 function chunked(jobs: NewJob[], limit: { rows: number; bytes: number }): NewJob[][] {
@@ -344,17 +381,24 @@ function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Scri
   };
 }
 
+/** How an error names a job's option: `dedupKey` for enqueue, `items[3].dedupKey` for enqueueMany. */
+type FieldName = (index: number, field: string) => string;
+
 /**
  * Inserts, then resolves conflicts: a keyed job that lost to an existing row gets that row's
- * id. Inserted rows get ids in input order (the sequence follows ORDER BY ord).
+ * id. Inserted rows get ids in input order (the sequence follows ORDER BY ord). The ids of
+ * rows this call inserted are added to `inserted`, when given.
  */
-async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[]): Promise<number[]> {
+async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[], field: FieldName, inserted?: number[]): Promise<number[]> {
   const ids: (number | undefined)[] = new Array(jobs.length);
   let pending = jobs.map((_, i) => i);
   for (let round = 0; round < MAX_ENQUEUE_ATTEMPTS && pending.length > 0; round++) {
     const batch = pending.map((i) => jobs[i] as NewJob);
     const statement = insertStatement(db, batch);
-    const { rows } = await runSql<InsertedRow & { ids?: string | null }>(executor, statement.sql, statement.params, "insert");
+    const { rows } = await runSql<InsertedRow & { ids?: string | null }>(executor, statement.sql, statement.params, "insert").catch((error: unknown) => {
+      if (!statement.keyless && isSerializationFailure(error, db.dialect)) throw snapshotError("idempotencyKey or dedupKey");
+      throw error;
+    });
     if (statement.keyless) {
       // Several jobs: one row holding the ids as an array; one job: its row.
       const text = rows[0]?.ids;
@@ -364,15 +408,17 @@ async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[]):
     } else {
       assignInserted(batch, pending, rows, ids);
     }
+    if (inserted) for (const i of pending) if (ids[i] !== undefined) inserted.push(ids[i] as number);
     const conflicted = pending.filter((i) => ids[i] === undefined);
     for (const i of conflicted) {
-      const existing = await findExisting(db, executor, jobs[i] as NewJob);
+      const existing = await findExisting(db, executor, jobs[i] as NewJob, (name) => field(i, name));
       if (existing !== undefined) ids[i] = existing;
     }
     pending = pending.filter((i) => ids[i] === undefined);
   }
   if (pending.length > 0) {
-    throw new JobError("enqueue: the job's key kept changing hands (its holder ended between our insert and our read); try again", "dedupKey");
+    const name = field(pending[0] as number, "dedupKey");
+    throw new JobError("enqueue: the job's key kept changing hands (its holder ended between our insert and our read); try again", name);
   }
   return ids as number[];
 }
@@ -400,28 +446,4 @@ function assignInserted(batch: NewJob[], indexes: number[], rows: InsertedRow[],
       ids[index] = keyless[next++];
     }
   });
-}
-
-/**
- * The job a keyed insert lost to. The idempotency key is looked up first (same key, same job,
- * whatever its state); a job with both keys can also lose on its dedup key alone — a new
- * idempotency key while another active job holds the dedup key — and then gets that holder.
- */
-async function findExisting(db: JobsDatabase, executor: Executor, job: NewJob): Promise<number | undefined> {
-  type Holder = { id: number | string; tenant: string | null };
-  let row: Holder | undefined;
-  let which: "idempotencyKey" | "dedupKey" = "idempotencyKey";
-  if (job.idempotencyKey !== null) {
-    row = (await executor.query<Holder>(`SELECT id, tenant FROM ${db.table} WHERE idempotency_key = $1`, [job.idempotencyKey])).rows[0];
-  }
-  if (!row && job.dedupKey !== null) {
-    which = "dedupKey";
-    row = (await executor.query<Holder>(`SELECT id, tenant FROM ${db.table} WHERE dedup_key = $1 AND status IN ('pending', 'running')`, [job.dedupKey])).rows[0];
-  }
-  if (!row) return undefined;
-  if ((row.tenant ?? null) !== job.tenant) {
-    // Keys are unique across tenants; a colliding key must never hand out another tenant's job.
-    throw new JobError(`${which} is already used by a job of another tenant; include the tenant in the key`, which);
-  }
-  return Number(row.id);
 }

@@ -5,20 +5,29 @@ import { MYSQL_NOW } from "./db/mysql.js";
 import { SQLITE_NOW } from "./db/sqlite.js";
 import { forDialect, type PerDialect } from "./sql.js";
 import type { Job, QueueStatus, StatusCountsByState } from "./types.js";
-import { checkKnownOptions, checkName, checkOptionalKey } from "./validate.js";
+import { checkJobId, checkKnownOptions, checkName, checkTenant } from "./validate.js";
 
 export interface ReadOptions {
   db?: DbLike;
-  /** Only this tenant's jobs: another tenant's job reads as "not found". */
-  tenant?: string | null;
+  /**
+   * Only this tenant's jobs: another tenant's job reads as "not found". Leave it out to read
+   * every tenant's jobs; an empty or non-string tenant is a JobError, never "every tenant".
+   */
+  tenant?: string;
 }
 
-/** One job by id, or null when it does not exist (or belongs to another tenant than `tenant`). */
+/** Said in every read's error: what leaving the tenant out does. */
+const EVERY_TENANT = "every tenant's jobs";
+
+/**
+ * One job by id, or null when it does not exist (or belongs to another tenant than `tenant`).
+ * An id that cannot be a job's (NaN, 1.5, "3", 0, -1) is a JobError.
+ */
 export async function getJob(id: number, options: ReadOptions = {}): Promise<Job | null> {
   checkKnownOptions(options, ["db", "tenant"], "getJob");
+  checkJobId(id);
+  const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);
   const db = resolveDb(options.db);
-  if (!Number.isSafeInteger(id) || id < 1) return null;
-  const tenant = checkOptionalKey(options.tenant, "tenant");
   const { rows } = await db.executor.query<JobRow>(
     `SELECT ${JOB_COLUMNS} FROM ${db.table} WHERE id = $1${tenant === null ? "" : " AND tenant = $2"}`,
     tenant === null ? [id] : [id, tenant],
@@ -31,7 +40,7 @@ export async function pendingCount(options: ReadOptions & { queue?: string } = {
   checkKnownOptions(options, ["db", "tenant", "queue"], "pendingCount");
   const db = resolveDb(options.db);
   const queue = options.queue === undefined ? "default" : checkName(options.queue, "queue");
-  const tenant = checkOptionalKey(options.tenant, "tenant");
+  const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);
   const { rows } = await db.executor.query<{ n: number | string }>(
     `SELECT count(*) AS n FROM ${db.table} WHERE status = 'pending' AND queue = $1${tenant === null ? "" : " AND tenant = $2"}`,
     tenant === null ? [queue] : [queue, tenant],
@@ -77,7 +86,7 @@ export async function statusCounts(options: ReadOptions & { queue?: string } = {
   checkKnownOptions(options, ["db", "tenant", "queue"], "statusCounts");
   const db = resolveDb(options.db);
   const queue = options.queue === undefined ? null : checkName(options.queue, "queue");
-  const tenant = checkOptionalKey(options.tenant, "tenant");
+  const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);
   const conditions: string[] = [];
   const params: unknown[] = [];
   if (queue !== null) conditions.push(`queue = $${params.push(queue)}`);

@@ -28,6 +28,28 @@ export function checkOptionalKey(value: unknown, field: string): string | null {
   return value;
 }
 
+/**
+ * A tenant given explicitly must name one: an empty or non-string value (an org id that was
+ * never set) would otherwise read as "no tenant" and widen a scoped read to every tenant's
+ * jobs. Only a tenant left out (undefined) means "no tenant" / "every tenant".
+ */
+export function checkTenant(value: unknown, field: string, absentMeans: string): string | null {
+  if (value === undefined) return null;
+  if (typeof value !== "string" || value.length === 0) {
+    throw new JobError(`${field} must be a non-empty string, got ${describe(value)}; leave ${field} out for ${absentMeans}`, field);
+  }
+  checkText(value, field);
+  return value;
+}
+
+/** Job ids are positive integers on every backend; anything else is a caller's bug, not "not found". */
+export function checkJobId(value: unknown, field = "id"): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+    throw new JobError(`${field} must be a job id (a positive integer), got ${describe(value)}`, field);
+  }
+  return value;
+}
+
 function checkText(value: string, field: string): void {
   if (value.length > MAX_NAME_LENGTH) {
     throw new JobError(`${field} must be at most ${MAX_NAME_LENGTH} characters, got ${value.length}`, field);
@@ -58,7 +80,8 @@ export function describe(value: unknown): string {
   if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value);
   if (typeof value === "bigint") return `${value}n`;
   if (Array.isArray(value)) return "an array";
-  return typeof value === "function" ? "a function" : `a ${typeof value}`;
+  if (typeof value === "function") return "a function";
+  return typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;

@@ -92,4 +92,31 @@ describe.each(backends())("idempotency and dedup keys ($name)", (backend) => {
     await expect(enqueue("t", null, { db: t.db, tenant: "org-b", idempotencyKey: "shared-key" })).rejects.toThrow(JobError);
     await expect(enqueue("t", null, { db: t.db, tenant: "org-b", idempotencyKey: "shared-key" })).rejects.toThrow(/another tenant/);
   });
+
+  // (audit 12.6) The conflict is found after the insert: the rows inserted before it must go too.
+  it("enqueueMany commits nothing when one item's key is held by another tenant (audit 12.6)", async () => {
+    await enqueue("t", null, { db: t.db, queue: "atomic", tenant: "org-a", idempotencyKey: "atomic-held" });
+    const before = await count("queue = $1", ["atomic"]);
+    const items = [
+      { task: "t", payload: { i: 0 }, tenant: "org-b" },
+      { task: "t", payload: { i: 1 }, tenant: "org-b", idempotencyKey: "atomic-fresh" },
+      { task: "t", payload: { i: 2 }, tenant: "org-b", idempotencyKey: "atomic-held" },
+      { task: "t", payload: { i: 3 }, tenant: "org-b" },
+    ];
+    await expect(enqueueMany(items, { db: t.db, queue: "atomic" })).rejects.toThrow(/items\[2\]\.idempotencyKey is already used by a job of another tenant/);
+    expect(await count("queue = $1", ["atomic"])).toBe(before);
+    // The same inside the caller's transaction, even when the caller commits after catching the error.
+    await t.withTransaction(async (bound) => {
+      await expect(enqueueMany(items, { db: bound, queue: "atomic" })).rejects.toThrow(JobError);
+    }, "commit");
+    expect(await count("queue = $1", ["atomic"])).toBe(before);
+  });
+
+  it("enqueueMany over several chunks commits nothing when an item of the last chunk conflicts (audit 12.6)", async () => {
+    await enqueue("t", null, { db: t.db, queue: "atomic-chunks", tenant: "org-a", dedupKey: "chunks-held" });
+    const items = Array.from({ length: 5001 }, (_, i) => ({ task: "t", payload: { i }, tenant: "org-b" }));
+    items.push({ task: "t", payload: { i: 5001 }, tenant: "org-b", dedupKey: "chunks-held" } as (typeof items)[number]);
+    await expect(enqueueMany(items, { db: t.db, queue: "atomic-chunks" })).rejects.toThrow(/another tenant/);
+    expect(await count("queue = $1", ["atomic-chunks"])).toBe(1);
+  });
 });

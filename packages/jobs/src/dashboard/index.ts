@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { cancelJob, retryJob } from "../admin.js";
 import { resolveDb, type DbLike } from "../connect.js";
 import { JobsDatabase } from "../db/database.js";
+import { JobError } from "../errors.js";
 import { statusCounts } from "../status.js";
 import { escapeHtml } from "./escape.js";
 import { CSRF_FIELD, Csrf, readCookie } from "./csrf.js";
@@ -40,7 +41,13 @@ export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?
 /** What an action did, shown once by the next page load (a flash cookie: a reload does not repeat it). */
 const NOTICE_COOKIE = "forge_jobs_notice";
 const MAX_FORM_BYTES = 4096;
-const ACTION = /^\/jobs\/(\d{1,15})\/(retry|cancel)$/;
+const ACTION = /^\/jobs\/([1-9]\d{0,14})\/(retry|cancel)$/;
+
+/** The id is a valid one here, so a JobError from retryJob can only mean its dedup key is held. */
+function retryRefused(error: unknown): Notice {
+  if (error instanceof JobError) return "retry-held";
+  throw error;
+}
 
 const SECURITY_HEADERS: Record<string, string> = {
   // No script at all on the page: even a value that escaped escaping could not run.
@@ -113,7 +120,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       return sendError(res, 403, "Forbidden", "The form's security token is missing or does not match: reload the dashboard and try again.");
     }
     let notice: Notice;
-    if (verb === "retry") notice = (await retryJob(id, { db })) ? "retried" : "not-retried";
+    if (verb === "retry") notice = await retryJob(id, { db }).then((retried) => (retried ? "retried" : "not-retried"), retryRefused);
     else notice = (await cancelJob(id, { db })) ? "cancelled" : "not-cancelled";
     res.statusCode = 303;
     // Back to the page, with its query (an access token…) as it was.

@@ -3,8 +3,8 @@ import { chartLegend, throughputChart, waitCells } from "./chart.js";
 import { html, shortJson, type Html } from "./escape.js";
 import type { JobSummary, RecentActivity } from "./queries.js";
 
-export type Notice = "retried" | "not-retried" | "cancelled" | "not-cancelled";
-export const NOTICES: readonly Notice[] = ["retried", "not-retried", "cancelled", "not-cancelled"];
+export type Notice = "retried" | "not-retried" | "retry-held" | "cancelled" | "not-cancelled";
+export const NOTICES: readonly Notice[] = ["retried", "not-retried", "retry-held", "cancelled", "not-cancelled"];
 
 export interface PageModel {
   title: string;
@@ -55,6 +55,7 @@ function since(date: Date | null, now: Date): string {
 const NOTICE_TEXT: Record<Notice, (id: number) => string> = {
   retried: (id) => `Job #${id} is back in its queue.`,
   "not-retried": (id) => `Job #${id} was not retried: it is no longer failed or cancelled.`,
+  "retry-held": (id) => `Job #${id} was not retried: another pending or running job holds its dedup key. Cancel that one or wait until it ends.`,
   cancelled: (id) => `Job #${id} was cancelled.`,
   "not-cancelled": (id) => `Job #${id} was not cancelled: it is no longer pending or running.`,
 };

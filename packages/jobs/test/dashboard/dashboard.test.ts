@@ -262,6 +262,20 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     expect(again.headers.get("set-cookie")).toContain(`forge_jobs_notice=not-retried.${id}`);
   });
 
+  it("a retry refused because another active job holds the dedup key comes back as a notice, not an error page (audit 12.11)", async () => {
+    const id = await enqueue("sync", null, { db: t.db, queue: "held-q", dedupKey: "dash-held" });
+    await processOne({ sync: () => { throw Object.assign(new Error("down"), { retryable: false }); } }, { db: t.db, queue: "held-q" });
+    await enqueue("sync", null, { db: t.db, queue: "held-q", dedupKey: "dash-held" });
+    const page = await load();
+    const response = await post(`${BASE}/jobs/${id}/retry`, { csrf: page.csrf }, page.cookie);
+    expect(response.status).toBe(303);
+    const flash = response.headers.get("set-cookie")!.split(";")[0]!;
+    expect(flash).toBe(`forge_jobs_notice=retry-held.${id}`);
+    const body = await (await fetch(`${origin}${BASE}`, { headers: { cookie: `${page.cookie}; ${flash}` } })).text();
+    expect(body).toContain(`Job #${id} was not retried: another pending or running job holds its dedup key.`);
+    expect((await getJob(id, { db: t.db }))?.status).toBe("failed");
+  });
+
   it("shows only the notices it knows, from a well-formed cookie", async () => {
     for (const cookie of ["forge_jobs_notice=<script>.1", "forge_jobs_notice=hacked.1", "forge_jobs_notice=retried.x", "forge_jobs_notice=retried"]) {
       const body = await (await fetch(`${origin}${BASE}`, { headers: { cookie } })).text();

@@ -30,14 +30,20 @@ export interface TestDatabase {
   sql<R extends object = Record<string, unknown>>(text: string, params?: unknown[]): Promise<R[]>;
   /**
    * Runs `fn` with the queue bound to a client inside a driver-native transaction that the
-   * test opened itself, then commits or rolls back (transactional enqueue).
+   * test opened itself, then commits or rolls back (transactional enqueue). `isolation` sets
+   * the transaction's level (PostgreSQL, MariaDB; SQLite transactions are always serializable);
+   * without it, the connection's own (READ COMMITTED on the queue's pools).
    */
-  withTransaction<T>(fn: (bound: JobsDatabase) => Promise<T>, outcome: "commit" | "rollback"): Promise<T>;
+  withTransaction<T>(fn: (bound: JobsDatabase) => Promise<T>, outcome: "commit" | "rollback", options?: TransactionOptions): Promise<T>;
   /** Quoted, qualified name for an application table next to the jobs table. */
   tableName(name: string): string;
   /** Runs SQL on the driver object that `checkpoint` hands to a handler's work function. */
   execOn(tx: unknown, text: string, params?: unknown[]): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface TransactionOptions {
+  isolation?: "read committed" | "repeatable read";
 }
 
 export function uniqueName(prefix: string): string {
@@ -50,9 +56,10 @@ async function inClientTransaction<T>(
   db: JobsDatabase,
   fn: (bound: JobsDatabase) => Promise<T>,
   outcome: "commit" | "rollback",
+  begin: string,
 ): Promise<T> {
   try {
-    await client.query("BEGIN");
+    await client.query(begin);
     const result = await fn(db.bind(client));
     await client.query(outcome === "commit" ? "COMMIT" : "ROLLBACK");
     return result;
@@ -88,7 +95,10 @@ const postgres: Backend = {
       schema,
       now: async () => (await db.executor.query<{ now: Date }>("SELECT now() AS now")).rows[0]!.now,
       sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
-      withTransaction: async (fn, outcome) => inClientTransaction(await (db.executor.raw as import("pg").Pool).connect(), db, fn, outcome),
+      withTransaction: async (fn, outcome, options) => {
+        const begin = options?.isolation ? `BEGIN ISOLATION LEVEL ${options.isolation.toUpperCase()}` : "BEGIN";
+        return inClientTransaction(await (db.executor.raw as import("pg").Pool).connect(), db, fn, outcome, begin);
+      },
       tableName: (name) => `"${schema}"."${name}"`,
       execOn: async (tx, text, params) => {
         await (tx as import("pg").PoolClient).query(text, params);
@@ -193,7 +203,12 @@ const mysql: Backend = {
       schema,
       now: async () => (await db.executor.query<{ now: Date }>("SELECT UTC_TIMESTAMP(6) AS now")).rows[0]!.now,
       sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
-      withTransaction: async (fn, outcome) => inClientTransaction(await (db.executor.raw as MysqlPool).getConnection(), db, fn, outcome),
+      withTransaction: async (fn, outcome, options) => {
+        const connection = await (db.executor.raw as MysqlPool).getConnection();
+        // SET TRANSACTION (without SESSION) sets the level of the next transaction only.
+        if (options?.isolation) await connection.query(`SET TRANSACTION ISOLATION LEVEL ${options.isolation.toUpperCase()}`);
+        return inClientTransaction(connection, db, fn, outcome, "BEGIN");
+      },
       tableName: (name) => `\`${schema}\`.\`${name}\``,
       execOn: (tx, text, params) => onConnection(tx as MysqlConnection, text, params),
       close: async () => {

@@ -1,0 +1,26 @@
+import type { DialectName } from "./db/executor.js";
+
+/** What a driver error says, read the same way on every backend. */
+function errorCode(error: unknown): { code: unknown; errno: unknown } {
+  const e = (typeof error === "object" && error !== null ? error : {}) as { code?: unknown; errno?: unknown };
+  return { code: e.code, errno: e.errno };
+}
+
+/** A unique index refused the write (PostgreSQL 23505, SQLite SQLITE_CONSTRAINT_UNIQUE, MariaDB ER_DUP_ENTRY). */
+export function isUniqueViolation(error: unknown, dialect: DialectName): boolean {
+  const { code, errno } = errorCode(error);
+  if (dialect === "postgres") return code === "23505";
+  if (dialect === "sqlite") return code === "SQLITE_CONSTRAINT_UNIQUE";
+  return errno === 1062;
+}
+
+/**
+ * The transaction's snapshot cannot see a row the statement ran into: PostgreSQL 40001 under
+ * REPEATABLE READ or SERIALIZABLE, MariaDB ER_CHECKREAD (1020) with innodb_snapshot_isolation.
+ */
+export function isSerializationFailure(error: unknown, dialect: DialectName): boolean {
+  const { code, errno } = errorCode(error);
+  if (dialect === "postgres") return code === "40001";
+  if (dialect === "mysql") return errno === 1020;
+  return false;
+}
