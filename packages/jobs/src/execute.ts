@@ -4,11 +4,12 @@ import { saveCheckpoint } from "./checkpoint.js";
 import type { JobsDatabase } from "./db/database.js";
 import { errorMessage, isPermanent } from "./errors.js";
 import type { WorkerEmitter } from "./events.js";
-import { failJob } from "./fail.js";
+import { failJob, type FailureOutcome } from "./fail.js";
 import { extendLeases } from "./lease.js";
 import type { Logger } from "./logger.js";
 import { overStatementBudget } from "./packet.js";
 import { toJsonText } from "./payload.js";
+import { refusedForItsValues } from "./refusals.js";
 import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
 import { withExecutionSpan } from "./telemetry.js";
 
@@ -152,7 +153,16 @@ export async function recordFailure(job: ClaimedJob, info: JobInfo, outcome: Ext
   const willRetry = !outcome.permanent && job.attempt < job.maxAttempts;
   const delay = willRetry ? retryDelaySeconds(job.attempt) : null;
   const message = errorMessage(outcome.error);
-  const written = await failJob(deps.db, job.id, job.token, delay === null ? { kind: "fail" } : { kind: "retry", delay }, message);
+  const verdict: FailureOutcome = delay === null ? { kind: "fail" } : { kind: "retry", delay };
+  let written: boolean;
+  try {
+    written = await failJob(deps.db, job.id, job.token, verdict, message);
+  } catch (error) {
+    if (!refusedForItsValues(deps.db.dialect, error)) throw error;
+    // Written again, it would be refused again, and the job end "worker lost": record the
+    // verdict with the database's reason instead (the error itself goes to the log below).
+    written = await failJob(deps.db, job.id, job.token, verdict, `the database refused to store this job's error: ${(error as Error).message}`);
+  }
   if (!written) {
     deps.emitter.emit("job:fenced", { job: info, write: "fail" });
     return;

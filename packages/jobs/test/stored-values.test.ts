@@ -126,15 +126,38 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
     }
   });
 
-  async function refuseResultsContaining(word: string): Promise<() => Promise<void>> {
+  /** A rule of the application's on the table: no `column` containing `word` (its name and message do not contain the word). */
+  async function refuseResultsContaining(word: string, column = "result"): Promise<() => Promise<void>> {
+    const name = `refuse_${column}`;
     if (backend.name === "sqlite") {
-      await t.sql(`CREATE TRIGGER no_${word} BEFORE UPDATE OF result ON {jobs} WHEN NEW.result LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'no ${word} here'); END`);
-      return async () => void (await t.sql(`DROP TRIGGER no_${word}`));
+      await t.sql(`CREATE TRIGGER ${name} BEFORE UPDATE OF ${column} ON {jobs} WHEN NEW.${column} LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'refused by rule'); END`);
+      return async () => void (await t.sql(`DROP TRIGGER ${name}`));
     }
-    const text = backend.name === "postgres" ? "result::text" : "result";
-    await t.sql(`ALTER TABLE {jobs} ADD CONSTRAINT no_${word} CHECK (result IS NULL OR ${text} NOT LIKE '%${word}%')`);
-    return async () => void (await t.sql(`ALTER TABLE {jobs} DROP CONSTRAINT no_${word}`));
+    const text = backend.name === "postgres" ? `${column}::text` : column;
+    await t.sql(`ALTER TABLE {jobs} ADD CONSTRAINT ${name} CHECK (${column} IS NULL OR ${text} NOT LIKE '%${word}%')`);
+    return async () => void (await t.sql(`ALTER TABLE {jobs} DROP CONSTRAINT ${name}`));
   }
+
+  it("a failure the database refuses to store for its message is still recorded, with the database's reason (audit 12.4)", async () => {
+    const undo = await refuseResultsContaining("forbidden", "last_error");
+    try {
+      const id = await enqueue("loud", null, { db: t.db, queue: "refused-error" });
+      const ran = await processOne(
+        {
+          loud: () => {
+            throw new Error("a forbidden word");
+          },
+        },
+        { db: t.db, queue: "refused-error" },
+      );
+      expect(ran).toBe(true);
+      const job = await getJob(id, { db: t.db });
+      expect(job?.status).toBe("failed");
+      expect(job?.lastError).toMatch(/^the database refused to store this job's error: /);
+    } finally {
+      await undo();
+    }
+  });
 
   it("a handler error containing U+0000 or a lone surrogate is recorded (audit 12.4)", async () => {
     const id = await enqueue("nul", null, { db: t.db, queue: "nul-error" });
