@@ -93,7 +93,7 @@ export async function completeRuns(db: JobsDatabase, unordered: readonly Complet
   // Id order, as in extendLeases: the same lock order on every connection, so no deadlock.
   const completions = [...unordered].sort((a, b) => a.id - b.id);
   try {
-    const groups = bySize(completions, db.dialect === "mysql" ? await statementBudget(db) : MAX_STATEMENT_BYTES);
+    const groups = db.dialect === "mysql" ? bySize(completions, await statementBudget(db), quotedBytes) : bySize(completions, MAX_STATEMENT_BYTES, (r) => r.length * 3);
     if (groups.length === 1) return await completeGroup(db, db.executor, completions);
     return await db.executor.transaction(async (tx) => {
       const kept = new Set<string>();
@@ -120,13 +120,13 @@ async function completeApart(db: JobsDatabase, completions: Completion[], error:
   return kept;
 }
 
-/** Consecutive groups whose results fit `budget` bytes each (as MariaDB counts them: quoted); one oversized result goes alone. */
-function bySize(completions: Completion[], budget: number): Completion[][] {
+/** Consecutive groups whose results fit `budget` bytes each, as `measure` counts them; one oversized result goes alone. */
+function bySize(completions: Completion[], budget: number, measure: (result: string) => number): Completion[][] {
   const groups: Completion[][] = [];
   let group: Completion[] = [];
   let bytes = 0;
   for (const c of completions) {
-    const size = ROW_OVERHEAD + (c.result === null ? 0 : c.result.length > 1024 ? quotedBytes(c.result) : c.result.length * 3);
+    const size = ROW_OVERHEAD + (c.result === null ? 0 : measure(c.result));
     if (group.length > 0 && bytes + size > budget) {
       groups.push(group);
       group = [];

@@ -7,7 +7,7 @@ import type { WorkerEmitter } from "./events.js";
 import { failJob, type FailureOutcome } from "./fail.js";
 import { extendLeases } from "./lease.js";
 import type { Logger } from "./logger.js";
-import { overStatementBudget } from "./packet.js";
+import { mayOverflowStatement, overStatementBudget } from "./packet.js";
 import { toJsonText } from "./payload.js";
 import { refusedForItsValues } from "./refusals.js";
 import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
@@ -132,7 +132,7 @@ async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db:
       `result of ${Buffer.byteLength(result)} bytes is over the ${limit}-byte limit (maxResultBytes); store large results elsewhere and return a reference, or raise maxResultBytes in connect()`,
     );
   }
-  const over = await overStatementBudget(db, result).catch(() => null); // unknown: the completion finds out
+  const over = mayOverflowStatement(db, result) ? await overStatementBudget(db, result).catch(() => null) : null; // unknown: the completion finds out
   if (over) {
     return unstorable(
       `result of ${over.bytes} bytes (quoted) does not fit in one statement under the MariaDB server's max_allowed_packet (${over.packet} bytes); raise max_allowed_packet on the server, or lower maxResultBytes`,

@@ -46,13 +46,18 @@ export function quotedBytes(text: string): number {
   return Buffer.byteLength(text) + escapes + 2;
 }
 
+/** False when `text` certainly fits one statement; checked before anything is awaited, as results are on the worker's hot path. */
+export function mayOverflowStatement(db: JobsDatabase, text: string): boolean {
+  // Three bytes per UTF-16 unit at most, escapes included.
+  return db.dialect === "mysql" && text.length * 3 + 2 >= ALWAYS_FITS;
+}
+
 /**
  * The quoted size of `text` when one statement cannot carry it, else null. Asks the server
  * only for a value large enough to matter.
  */
 export async function overStatementBudget(db: JobsDatabase, text: string): Promise<{ bytes: number; packet: number } | null> {
-  // Three bytes per UTF-16 unit at most, escapes included.
-  if (db.dialect !== "mysql" || text.length * 3 + 2 < ALWAYS_FITS) return null;
+  if (!mayOverflowStatement(db, text)) return null;
   const budget = await statementBudget(db);
   const bytes = quotedBytes(text);
   return bytes > budget ? { bytes, packet: packetFromBudget(budget) } : null;
