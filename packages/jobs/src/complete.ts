@@ -1,6 +1,11 @@
 import type { JobsDatabase } from "./db/database.js";
 import { MYSQL_NOW } from "./db/mysql.js";
 import { SQLITE_NOW } from "./db/sqlite.js";
+import type { Executor } from "./db/executor.js";
+import { errorMessage } from "./errors.js";
+import { failJob } from "./fail.js";
+import { quotedBytes, statementBudget } from "./packet.js";
+import { refusedForItsValues } from "./refusals.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
 /** One finished run, reported with the token it was claimed under. */
@@ -66,14 +71,76 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
 };
 
 /**
- * Marks jobs done in one statement; returns the claim tokens that were still current (the
- * rest were fenced). Tokens, not ids: two runs of one job can sit in the same batch.
+ * Results per statement where the server sets no limit of its own: one statement of 1,000
+ * results of 1 MiB each would be a gigabyte to build, send and parse at once.
+ */
+const MAX_STATEMENT_BYTES = 32 * 1024 * 1024;
+/** A row's id, token and SQL around its result. */
+const ROW_OVERHEAD = 128;
+
+/**
+ * Marks jobs done; returns the claim tokens that were still current (the rest were fenced).
+ * Tokens, not ids: two runs of one job can sit in the same batch.
+ *
+ * One statement, or several in one transaction when the results are too large for one (MariaDB
+ * refuses a statement over its max_allowed_packet). A batch the database refuses for its values
+ * (a result it cannot store) is split until the completion at fault is alone, and that job is
+ * failed with the database's reason: retried as it was, the batch could only fail again, and
+ * its jobs stayed running for good. Other errors (a lost connection) reach the caller, to retry.
  */
 export async function completeRuns(db: JobsDatabase, unordered: readonly Completion[]): Promise<Set<string>> {
   if (unordered.length === 0) return new Set();
   // Id order, as in extendLeases: the same lock order on every connection, so no deadlock.
   const completions = [...unordered].sort((a, b) => a.id - b.id);
-  const { rows } = await runSql<{ id: number | string; claim_token: string }>(db.executor, forDialect(COMPLETE, db.dialect, "complete")(db), [
+  try {
+    const groups = db.dialect === "mysql" ? bySize(completions, await statementBudget(db), quotedBytes) : bySize(completions, MAX_STATEMENT_BYTES, (r) => r.length * 3);
+    if (groups.length === 1) return await completeGroup(db, db.executor, completions);
+    return await db.executor.transaction(async (tx) => {
+      const kept = new Set<string>();
+      for (const group of groups) for (const token of await completeGroup(db, tx, group)) kept.add(token);
+      return kept;
+    });
+  } catch (error) {
+    if (!refusedForItsValues(db.dialect, error)) throw error;
+    return completeApart(db, completions, error);
+  }
+}
+
+async function completeApart(db: JobsDatabase, completions: Completion[], error: unknown): Promise<Set<string>> {
+  if (completions.length === 1) {
+    const { id, token } = completions[0] as Completion;
+    // Reported to the caller as not kept (the run's success did not land); the row says why.
+    const reason = error instanceof Error ? error.message : errorMessage(error);
+    await failJob(db, id, token, { kind: "fail" }, `the database refused to store the result of job ${id}: ${reason}`);
+    return new Set();
+  }
+  const half = Math.ceil(completions.length / 2);
+  const kept = await completeRuns(db, completions.slice(0, half));
+  for (const token of await completeRuns(db, completions.slice(half))) kept.add(token);
+  return kept;
+}
+
+/** Consecutive groups whose results fit `budget` bytes each, as `measure` counts them; one oversized result goes alone. */
+function bySize(completions: Completion[], budget: number, measure: (result: string) => number): Completion[][] {
+  const groups: Completion[][] = [];
+  let group: Completion[] = [];
+  let bytes = 0;
+  for (const c of completions) {
+    const size = ROW_OVERHEAD + (c.result === null ? 0 : measure(c.result));
+    if (group.length > 0 && bytes + size > budget) {
+      groups.push(group);
+      group = [];
+      bytes = 0;
+    }
+    group.push(c);
+    bytes += size;
+  }
+  groups.push(group);
+  return groups;
+}
+
+async function completeGroup(db: JobsDatabase, executor: Executor, completions: Completion[]): Promise<Set<string>> {
+  const { rows } = await runSql<{ id: number | string; claim_token: string }>(executor, forDialect(COMPLETE, db.dialect, "complete")(db), [
     completions.map((c) => c.id),
     completions.map((c) => c.token),
     completions.map((c) => c.result),

@@ -1,5 +1,5 @@
 import { JobError } from "./errors.js";
-import { JobsDatabase, DEFAULT_MAX_PAYLOAD_BYTES, type DatabaseSettings } from "./db/database.js";
+import { JobsDatabase, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES, type DatabaseSettings } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { checkIdentifier } from "./db/identifiers.js";
 import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool } from "./db/postgres.js";
@@ -14,6 +14,8 @@ export interface ConnectOptions {
   schema?: string;
   /** Largest serialized payload `enqueue` accepts, in bytes. Default 1 MiB. */
   maxPayloadBytes?: number;
+  /** Largest serialized handler result stored, in bytes; a larger result fails its job. Default 1 MiB. */
+  maxResultBytes?: number;
   /** Connections in the pool (PostgreSQL, MariaDB). Default 10. */
   poolSize?: number;
 }
@@ -21,12 +23,18 @@ export interface ConnectOptions {
 /** Anything a public function accepts as `db`. */
 export type DbLike = JobsDatabase | object;
 
+function byteLimit(value: number | undefined, fallback: number, field: string): number {
+  const limit = value ?? fallback;
+  if (!Number.isInteger(limit) || limit < 1) throw new JobError(`${field} must be a positive integer, got ${String(value)}`, field);
+  return limit;
+}
+
 function settingsFrom(options: ConnectOptions): DatabaseSettings {
-  const maxPayloadBytes = options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
-  if (!Number.isInteger(maxPayloadBytes) || maxPayloadBytes < 1) {
-    throw new JobError(`maxPayloadBytes must be a positive integer, got ${String(options.maxPayloadBytes)}`, "maxPayloadBytes");
-  }
-  return { schema: options.schema === undefined ? null : checkIdentifier(options.schema, "schema"), maxPayloadBytes };
+  return {
+    schema: options.schema === undefined ? null : checkIdentifier(options.schema, "schema"),
+    maxPayloadBytes: byteLimit(options.maxPayloadBytes, DEFAULT_MAX_PAYLOAD_BYTES, "maxPayloadBytes"),
+    maxResultBytes: byteLimit(options.maxResultBytes, DEFAULT_MAX_RESULT_BYTES, "maxResultBytes"),
+  };
 }
 
 function bindAny(client: unknown): Executor {

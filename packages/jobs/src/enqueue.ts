@@ -4,6 +4,7 @@ import type { Executor } from "./db/executor.js";
 import { mysqlNowPlus, refuseWarnings } from "./db/mysql.js";
 import { sqliteNowPlus } from "./db/sqlite.js";
 import { JobError } from "./errors.js";
+import { checkPayloadsFit } from "./packet.js";
 import { toJsonText } from "./payload.js";
 import { findExisting, snapshotError } from "./key-conflicts.js";
 import { isSerializationFailure } from "./sql-errors.js";
@@ -149,6 +150,7 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   checkOptionsObject(options, ENQUEUE_KEYS, "enqueue");
   const db = resolveDb(options.db);
   const job = prepare(task, payload, options, "default", db.settings.maxPayloadBytes, null);
+  if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) => insertJobs(db, db.executor, [traced(job, trace)], ownField));
   wakeLocalWorkers(db, [job]);
   countEnqueued([job]);
@@ -178,6 +180,7 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
     return prepare(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, i);
   });
   if (jobs.length === 0) return [];
+  if (db.dialect === "mysql") await checkPayloadsFit(db, jobs.map((j) => j.payload), (i) => `items[${i}].payload`);
   const first = jobs[0] as NewJob;
   const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {
     for (const job of jobs) traced(job, trace);

@@ -4,10 +4,12 @@ import { saveCheckpoint } from "./checkpoint.js";
 import type { JobsDatabase } from "./db/database.js";
 import { errorMessage, isPermanent } from "./errors.js";
 import type { WorkerEmitter } from "./events.js";
-import { failJob } from "./fail.js";
+import { failJob, type FailureOutcome } from "./fail.js";
 import { extendLeases } from "./lease.js";
 import type { Logger } from "./logger.js";
+import { mayOverflowStatement, overStatementBudget } from "./packet.js";
 import { toJsonText } from "./payload.js";
+import { refusedForItsValues } from "./refusals.js";
 import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
 import { withExecutionSpan } from "./telemetry.js";
 
@@ -105,21 +107,45 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
       return saved;
     },
   };
-  return withExecutionSpan(info, job.traceContext, () => invoke(handler, job, ctx), (o) => (o.kind === "threw" ? o.error : undefined));
+  return withExecutionSpan(info, job.traceContext, () => invoke(handler, job, ctx, deps.db), (o) => (o.kind === "threw" ? o.error : undefined));
 }
 
-async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext): Promise<RunOutcome> {
+async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db: JobsDatabase): Promise<RunOutcome> {
+  let value: unknown;
   try {
-    const value = await handler(job.payload, ctx);
-    try {
-      return { kind: "succeeded", result: toJsonText(value, "result") };
-    } catch (error) {
-      // The work is done but its result cannot be stored; running it again would not help.
-      return { kind: "threw", error: new Error(`the handler's result is not JSON: ${(error as Error).message}`), permanent: true };
-    }
+    value = await handler(job.payload, ctx);
   } catch (error) {
     return { kind: "threw", error, permanent: isPermanent(error) };
   }
+  // The work is done but its result cannot be stored: running it again would not help, and a
+  // completion the database refuses would only be written again and again.
+  let result: string | null;
+  try {
+    result = toJsonText(value, "result", "replace");
+  } catch (error) {
+    return unstorable(`the handler's result is not JSON: ${(error as Error).message}`);
+  }
+  if (result === null) return { kind: "succeeded", result };
+  const limit = db.settings.maxResultBytes;
+  if (result.length * 3 > limit && Buffer.byteLength(result) > limit) {
+    return unstorable(
+      `result of ${Buffer.byteLength(result)} bytes is over the ${limit}-byte limit (maxResultBytes); store large results elsewhere and return a reference, or raise maxResultBytes in connect()`,
+    );
+  }
+  const over = mayOverflowStatement(db, result) ? await overStatementBudget(db, result).catch(() => null) : null; // unknown: the completion finds out
+  if (over) {
+    return unstorable(
+      `result of ${over.bytes} bytes (quoted) does not fit in one statement under the MariaDB server's max_allowed_packet (${over.packet} bytes); raise max_allowed_packet on the server, or lower maxResultBytes`,
+    );
+  }
+  return { kind: "succeeded", result };
+}
+
+/** A permanent failure whose message is the whole story: no stack from inside the queue. */
+function unstorable(message: string): RunOutcome {
+  const error = new Error(message);
+  error.stack = `Error: ${message}`;
+  return { kind: "threw", error, permanent: true };
 }
 
 /** Writes a failed run: back to pending after the backoff while attempts remain, else failed. */
@@ -127,7 +153,16 @@ export async function recordFailure(job: ClaimedJob, info: JobInfo, outcome: Ext
   const willRetry = !outcome.permanent && job.attempt < job.maxAttempts;
   const delay = willRetry ? retryDelaySeconds(job.attempt) : null;
   const message = errorMessage(outcome.error);
-  const written = await failJob(deps.db, job.id, job.token, delay === null ? { kind: "fail" } : { kind: "retry", delay }, message);
+  const verdict: FailureOutcome = delay === null ? { kind: "fail" } : { kind: "retry", delay };
+  let written: boolean;
+  try {
+    written = await failJob(deps.db, job.id, job.token, verdict, message);
+  } catch (error) {
+    if (!refusedForItsValues(deps.db.dialect, error)) throw error;
+    // Written again, it would be refused again, and the job end "worker lost": record the
+    // verdict with the database's reason instead (the error itself goes to the log below).
+    written = await failJob(deps.db, job.id, job.token, verdict, `the database refused to store this job's error: ${(error as Error).message}`);
+  }
   if (!written) {
     deps.emitter.emit("job:fenced", { job: info, write: "fail" });
     return;

@@ -39,12 +39,30 @@ function failSql(db: JobsDatabase, now: string, later: string): string {
     WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
 }
 
+/** Longest `last_error` kept, in UTF-16 units: the head of a message says what went wrong; megabytes of it only strain the write. */
+export const MAX_ERROR_LENGTH = 64 * 1024;
+const UNSTORABLE_CHARACTERS = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Any text a handler's error can hold, as every backend stores it: cut to MAX_ERROR_LENGTH,
+ * U+0000 and lone surrogates (which PostgreSQL refuses, failing the very write that records
+ * the failure) as U+FFFD.
+ */
+export function storableErrorText(text: string): string {
+  let kept = text;
+  if (kept.length > MAX_ERROR_LENGTH) {
+    const cut = MAX_ERROR_LENGTH - 40;
+    kept = `${kept.slice(0, cut)}… (${kept.length - cut} more characters)`;
+  }
+  return kept.replace(UNSTORABLE_CHARACTERS, "\uFFFD");
+}
+
 /**
  * Records a run that did not succeed. Fenced by the claim token: returns false when the job
  * was no longer ours, and then nothing was written.
  */
 export async function failJob(db: JobsDatabase, id: number, token: string, outcome: FailureOutcome, error: string | null): Promise<boolean> {
   const delay = outcome.kind === "retry" ? outcome.delay : 0;
-  const { rowCount } = await db.executor.query(forDialect(FAIL, db.dialect, "fail")(db), [id, token, outcome.kind, delay, error], "fail");
+  const { rowCount } = await db.executor.query(forDialect(FAIL, db.dialect, "fail")(db), [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)], "fail");
   return rowCount > 0;
 }

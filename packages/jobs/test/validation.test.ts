@@ -15,7 +15,26 @@ describe.each(backends())("bad input is refused with JobError and writes nothing
   const cyclic: Record<string, unknown> = { a: 1 };
   cyclic.self = cyclic;
 
+  // (audit 12.12) deep nesting used to overflow the stack, a getter's throw used to escape raw.
+  const deep = (levels: number): unknown => {
+    let value: unknown = 1;
+    for (let i = 0; i < levels; i++) value = i % 2 ? [value] : { a: value };
+    return value;
+  };
+  const throwingGetter = {
+    ok: 1,
+    get broken(): never {
+      throw new Error("getter exploded");
+    },
+  };
+
   const cases: [string, () => Promise<unknown>, RegExp][] = [
+    ["payload nested 2,000 deep (audit 12.12)", () => enqueue("t", deep(2000), { db: t.db }), /^payload: nested more than 500 levels deep/],
+    ["payload nested 100,000 deep (audit 12.12)", () => enqueue("t", deep(100_000), { db: t.db }), /nested more than 500 levels deep/],
+    ["payload with a throwing getter (audit 12.12)", () => enqueue("t", { x: throwingGetter }, { db: t.db }), /payload\.x\.broken: reading it threw: getter exploded/],
+    ["payload whose toJSON throws (audit 12.12)", () => enqueue("t", { x: { toJSON: () => { throw new Error("no JSON today"); } } }, { db: t.db }), /payload\.x: toJSON\(\) threw: no JSON today/],
+    ["deep item in enqueueMany (audit 12.12)", () => enqueueMany([{ task: "ok" }, { task: "ok", payload: deep(2000) }], { db: t.db }), /^items\[1\]\.payload: nested more than 500 levels deep/],
+    ["throwing getter in enqueueMany (audit 12.12)", () => enqueueMany([{ task: "ok", payload: throwingGetter }], { db: t.db }), /items\[0\]\.payload\.broken: reading it threw/],
     ["unknown option", () => enqueue("t", null, { db: t.db, prority: 1 } as never), /unknown option "prority"; allowed: queue, maxAttempts/],
     ["function payload", () => enqueue("t", { f: () => 1 } as never, { db: t.db }), /payload\.f: a function is not JSON/],
     ["BigInt payload", () => enqueue("t", { n: 10n } as never, { db: t.db }), /payload\.n: BigInt is not JSON/],
