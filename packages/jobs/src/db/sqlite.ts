@@ -23,7 +23,7 @@ export interface SqliteDatabase {
   close(): unknown;
 }
 
-type SqliteConstructor = new (path: string, options?: { timeout?: number }) => SqliteDatabase;
+type SqliteConstructor = new (path: string, options?: { timeout?: number; readonly?: boolean; fileMustExist?: boolean }) => SqliteDatabase;
 
 /** How long SQLite itself waits for another connection's write lock before answering SQLITE_BUSY. */
 export const SQLITE_BUSY_TIMEOUT_MS = 5000;
@@ -160,7 +160,7 @@ function toSqliteValue(value: unknown): unknown {
 function sqliteIdentity(db: SqliteDatabase): string {
   return databaseIdentity(db, () => {
     const name = db.name;
-    return name && name !== ":memory:" && !name.startsWith("file::memory:") ? `file:${resolve(name)}` : undefined;
+    return name && !isPrivateSqlite(name) ? `file:${resolve(name)}` : undefined;
   });
 }
 
@@ -261,13 +261,21 @@ export class SqliteExecutor implements Executor {
   }
 }
 
-/** Opens an SQLite file (or `:memory:`) in WAL mode with a busy timeout. */
-export function createSqliteExecutor(path: string): Executor {
+/** An in-memory or temporary database: private to its connection, never a file on disk. */
+export function isPrivateSqlite(path: string): boolean {
+  return path === "" || path === ":memory:" || path.startsWith("file::memory:");
+}
+
+/**
+ * Opens an SQLite file (or `:memory:`) in WAL mode with a busy timeout. `readOnly` opens an
+ * existing file for reading only (it fails rather than create one) and leaves its mode as it is.
+ */
+export function createSqliteExecutor(path: string, { readOnly = false }: { readOnly?: boolean } = {}): Executor {
   const Database = loadDriver<SqliteConstructor>("better-sqlite3", "better-sqlite3@12", "The SQLite backend");
-  const db = new Database(path, { timeout: SQLITE_BUSY_TIMEOUT_MS });
+  const db = new Database(path, readOnly ? { timeout: SQLITE_BUSY_TIMEOUT_MS, readonly: true, fileMustExist: true } : { timeout: SQLITE_BUSY_TIMEOUT_MS });
   try {
     db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
-    if (path !== ":memory:" && path !== "") setWal(db);
+    if (!readOnly && !isPrivateSqlite(path)) setWal(db);
   } catch (error) {
     db.close();
     throw error;
