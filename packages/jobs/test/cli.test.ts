@@ -78,7 +78,8 @@ describe("forge-jobs CLI: usage", () => {
     const dir = await mkdtemp(join(tmpdir(), "forge-readonly-"));
     try {
       const path = join(dir, "jbos.db");
-      for (const env of [{ DATABASE_URL: `sqlite:${path}` }, {}]) {
+      const envs: Record<string, string>[] = [{ DATABASE_URL: `sqlite:${path}` }, {}];
+      for (const env of envs) {
         const args = "DATABASE_URL" in env ? [command] : [command, "--database-url", `sqlite:${path}`];
         const result = await cli(args, { env });
         expect(result.code).toBe(2);
