@@ -30,6 +30,8 @@ export const SQLITE_BUSY_TIMEOUT_MS = 5000;
 /** After that, the executor keeps retrying (with backoff, without blocking the event loop) this long. */
 const BUSY_RETRY_FOR_MS = 60_000;
 const STATEMENT_CACHE_SIZE = 500;
+/** The longest pause between two looks at whether the application's transaction has ended. */
+const MAX_CALLER_WAIT_STEP_MS = 50;
 
 /** The database clock in epoch milliseconds. julianday('now') works on every SQLite ≥ 3.35 (unixepoch('subsec') needs 3.42). */
 export const SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
@@ -170,24 +172,47 @@ export class SqliteExecutor implements Executor {
   readonly pooled = true;
   private readonly connection: Connection;
 
+  /**
+   * `joinsCallerTransaction`: inside a transaction the application has open on this handle,
+   * statements run in it (transactional enqueue). The worker's view (`forWorker`) never does:
+   * a claim there would run a job whose enqueue may yet roll back, and a completion would be
+   * undone with it. It waits for the application's transaction to end instead.
+   */
   constructor(
     readonly raw: SqliteDatabase,
     private readonly owned: boolean,
+    private readonly joinsCallerTransaction = true,
   ) {
     this.connection = connectionFor(raw);
   }
 
+  forWorker(): Executor {
+    return this.joinsCallerTransaction ? new SqliteExecutor(this.raw, false, false) : this;
+  }
+
+  callerTransactionOpen(): boolean {
+    return this.raw.inTransaction && !this.connection.held;
+  }
+
   query<R extends object>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
     const connection = this.connection;
-    if (!connection.held || connection.insideHolder) return this.execute<R>(sql, params);
-    // One of our transactions holds the connection: run after it, not inside it.
-    return connection.acquire().then(async (release) => {
+    if (connection.insideHolder) return this.execute<R>(sql, params);
+    if (!connection.held && (this.joinsCallerTransaction || !this.raw.inTransaction)) return this.execute<R>(sql, params);
+    return this.queued<R>(sql, params);
+  }
+
+  /** After our transaction holding the connection (and, for the worker, the application's) has ended. */
+  private async queued<R extends object>(sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
+    for (let pause = 1; ; pause = Math.min(2 * pause, MAX_CALLER_WAIT_STEP_MS)) {
+      const release = await this.connection.acquire();
       try {
-        return await this.execute<R>(sql, params);
+        // Checked and run in one synchronous step: nothing can begin a transaction in between.
+        if (this.joinsCallerTransaction || !this.raw.inTransaction) return await this.execute<R>(sql, params);
       } finally {
         release();
       }
-    });
+      await sleep(pause);
+    }
   }
 
   private execute<R extends object>(sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
@@ -208,11 +233,18 @@ export class SqliteExecutor implements Executor {
     const connection = this.connection;
     const db = this.raw;
     if (connection.insideHolder) return fn(this); // nested: already in our transaction
-    if (!connection.held && db.inTransaction) {
+    if (this.joinsCallerTransaction && !connection.held && db.inTransaction) {
       // The caller's own transaction (transactional enqueue): run in it, read-only if asked.
       return options?.readOnly ? this.readOnly(() => fn(this)) : fn(this);
     }
-    const release = await connection.acquire();
+    let release = await connection.acquire();
+    // The worker's view waits for the application's transaction to end (better-sqlite3 has no
+    // event for it: poll). Checked right before BEGIN, with nothing asynchronous in between.
+    for (let pause = 1; !this.joinsCallerTransaction && db.inTransaction; pause = Math.min(2 * pause, MAX_CALLER_WAIT_STEP_MS)) {
+      release();
+      await sleep(pause);
+      release = await connection.acquire();
+    }
     try {
       return await holder.run(connection, async () => {
         const work = async () => {
