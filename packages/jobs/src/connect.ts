@@ -5,7 +5,8 @@ import { JobsDatabase, DEFAULT_MAX_PAYLOAD_BYTES, type DatabaseSettings } from "
 import type { Executor } from "./db/executor.js";
 import { checkIdentifier } from "./db/identifiers.js";
 import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool } from "./db/postgres.js";
-import { createSqliteExecutor, isPrivateSqlite, isSqliteDatabase, wrapSqliteDatabase } from "./db/sqlite.js";
+import { isPrivateSqlite, isSqliteDatabase } from "./db/sqlite.js";
+import { createSqliteExecutor, wrapSqliteDatabase } from "./db/sqlite-open.js";
 import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnection, wrapMysqlPool } from "./db/mysql.js";
 
 /** Where the queue lives when neither `db` nor `DATABASE_URL` says: an SQLite file in the working directory. */

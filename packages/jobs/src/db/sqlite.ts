@@ -1,5 +1,4 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { loadDriver } from "./driver.js";
 import { resolve } from "node:path";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
@@ -23,12 +22,10 @@ export interface SqliteDatabase {
   close(): unknown;
 }
 
-type SqliteConstructor = new (path: string, options?: { timeout?: number; readonly?: boolean; fileMustExist?: boolean }) => SqliteDatabase;
-
 /** How long SQLite itself waits for another connection's write lock before answering SQLITE_BUSY. */
 export const SQLITE_BUSY_TIMEOUT_MS = 5000;
 /** After that, the executor keeps retrying (with backoff, without blocking the event loop) this long. */
-const BUSY_RETRY_FOR_MS = 60_000;
+export const BUSY_RETRY_FOR_MS = 60_000;
 const STATEMENT_CACHE_SIZE = 500;
 /** The longest pause between two looks at whether the application's transaction has ended. */
 const MAX_CALLER_WAIT_STEP_MS = 50;
@@ -115,7 +112,7 @@ function connectionFor(db: SqliteDatabase): Connection {
   return connection;
 }
 
-function isBusy(error: unknown): boolean {
+export function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === "string" && (code === "SQLITE_BUSY" || code.startsWith("SQLITE_BUSY_"));
 }
@@ -296,49 +293,4 @@ export class SqliteExecutor implements Executor {
 /** An in-memory or temporary database: private to its connection, never a file on disk. */
 export function isPrivateSqlite(path: string): boolean {
   return path === "" || path === ":memory:" || path.startsWith("file::memory:");
-}
-
-/**
- * Opens an SQLite file (or `:memory:`) in WAL mode with a busy timeout. `readOnly` opens an
- * existing file for reading only (it fails rather than create one) and leaves its mode as it is.
- */
-export function createSqliteExecutor(path: string, { readOnly = false }: { readOnly?: boolean } = {}): Executor {
-  const Database = loadDriver<SqliteConstructor>("better-sqlite3", "better-sqlite3@12", "The SQLite backend");
-  const db = new Database(path, readOnly ? { timeout: SQLITE_BUSY_TIMEOUT_MS, readonly: true, fileMustExist: true } : { timeout: SQLITE_BUSY_TIMEOUT_MS });
-  try {
-    db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
-    if (!readOnly && !isPrivateSqlite(path)) setWal(db);
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-  return new SqliteExecutor(db, true);
-}
-
-/**
- * WAL: readers never wait for the writer, and the writer never waits for readers. Switching
- * needs a moment alone with the file; several processes opening a new file at once may find
- * it busy past busy_timeout, so this retries (synchronously: it runs once, at connect).
- */
-function setWal(db: SqliteDatabase): void {
-  const deadline = Date.now() + BUSY_RETRY_FOR_MS;
-  for (;;) {
-    try {
-      db.pragma("journal_mode = WAL");
-      return;
-    } catch (error) {
-      if (!isBusy(error) || Date.now() > deadline) throw error;
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
-    }
-  }
-}
-
-/**
- * The application's own better-sqlite3 Database. Its settings (journal mode, busy timeout —
- * better-sqlite3 defaults to 5 s) are left as they are. Inside the application's open
- * transaction, statements run in it.
- */
-export function wrapSqliteDatabase(db: unknown): Executor {
-  if (!isSqliteDatabase(db)) throw new TypeError("not a better-sqlite3 Database");
-  return new SqliteExecutor(db, false);
 }
