@@ -1,9 +1,12 @@
+import { existsSync } from "node:fs";
+import { resolve as resolvePath } from "node:path";
 import { JobError } from "./errors.js";
 import { JobsDatabase, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES, type DatabaseSettings } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { checkIdentifier } from "./db/identifiers.js";
 import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool } from "./db/postgres.js";
-import { createSqliteExecutor, isSqliteDatabase, wrapSqliteDatabase } from "./db/sqlite.js";
+import { isPrivateSqlite, isSqliteDatabase } from "./db/sqlite.js";
+import { createSqliteExecutor, wrapSqliteDatabase } from "./db/sqlite-open.js";
 import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnection, wrapMysqlPool } from "./db/mysql.js";
 
 /** Where the queue lives when neither `db` nor `DATABASE_URL` says: an SQLite file in the working directory. */
@@ -49,6 +52,19 @@ function bindAny(client: unknown): Executor {
  * `mariadb://…`, or `sqlite:<path>` (`sqlite::memory:` for tests).
  */
 export function connect(url?: string, options: ConnectOptions = {}): JobsDatabase {
+  return open(url, options, false);
+}
+
+/**
+ * `connect` for commands that only read (`forge-jobs status`, `doctor`): an SQLite database
+ * must already exist and is opened read-only, so a mistyped path is an error naming it rather
+ * than a new empty file.
+ */
+export function connectForReading(url?: string, options: ConnectOptions = {}): JobsDatabase {
+  return open(url, options, true);
+}
+
+function open(url: string | undefined, options: ConnectOptions, readOnly: boolean): JobsDatabase {
   const target = url ?? process.env.DATABASE_URL ?? `sqlite:${DEFAULT_SQLITE_FILE}`;
   const settings = settingsFrom(options);
   let executor: Executor;
@@ -59,7 +75,10 @@ export function connect(url?: string, options: ConnectOptions = {}): JobsDatabas
   } else if (/^sqlite:/i.test(target)) {
     const path = target.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
     if (!path) throw new JobError("sqlite URL needs a path: sqlite:./jobs.db or sqlite::memory:", "url");
-    executor = createSqliteExecutor(path);
+    if (readOnly && !isPrivateSqlite(path) && !existsSync(path)) {
+      throw new JobError(`no SQLite database at ${resolvePath(path)}: check the path (forge-jobs migrate creates the database)`, "url");
+    }
+    executor = createSqliteExecutor(path, { readOnly });
   } else {
     throw new JobError(
       `unsupported database URL ${JSON.stringify(redact(target))}: use postgres://, postgresql://, mysql://, mariadb:// or sqlite:<path>`,

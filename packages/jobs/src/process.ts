@@ -28,7 +28,7 @@ function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
   return {
     queue: options.queue === undefined ? "default" : checkName(options.queue, "queue"),
     deps: {
-      db: resolveDb(options.db),
+      db: resolveDb(options.db).forWorker(),
       lease: options.lease === undefined ? DEFAULT_LEASE_SECONDS : checkSeconds(options.lease, "lease", 0.001),
       emitter,
       logger: options.logger ?? silentLogger,
@@ -37,6 +37,9 @@ function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
 }
 
 async function processNext(handlers: Handlers, deps: RunDeps, queue: string, workerId: string): Promise<boolean> {
+  // Called from inside the application's own open transaction on a shared SQLite handle: a
+  // claim would wait for that transaction to end, which waits for this call. Nothing to run.
+  if (deps.db.executor.callerTransactionOpen?.()) return false;
   const [job] = await claimJobs(deps.db, { queues: [queue], limit: 1, lease: deps.lease, workerId, start: 1 });
   if (!job) return false;
   const info = jobInfo(job);

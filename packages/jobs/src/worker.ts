@@ -132,7 +132,7 @@ export class Worker {
     this.sweepMs = (options.sweepInterval === undefined ? 5 : checkSeconds(options.sweepInterval, "sweepInterval")) * 1000;
     const lease = options.lease === undefined ? DEFAULT_LEASE_SECONDS : checkSeconds(options.lease, "lease", 0.001);
     this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    this.db = resolveDb(options.db);
+    this.db = resolveDb(options.db).forWorker();
     if (!this.db.executor.pooled) {
       throw new JobError("runWorker needs a pool or a database from connect(), not a single client: it runs several statements at once", "db");
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, getJob, processOne, reclaim, type JobContext } from "../src/index.js";
-import { backends, deferred, type TestDatabase } from "./helpers/backends.js";
+import { drain, enqueue, getJob, processOne, reclaim, type JobContext } from "../src/index.js";
+import { backends, deferred, type Backend, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("checkpoint: the handler's writes and its progress in one transaction ($name)", (backend) => {
   let t: TestDatabase;
@@ -80,5 +80,117 @@ describe.each(backends())("checkpoint: the handler's writes and its progress in 
     await run;
     expect(await itemNumbers(200, 201)).toEqual([200]);
     expect((await getJob(id, { db: t.db }))!.progress).toEqual({ cursor: 1 });
+  });
+});
+
+/** One connection of the queue's own pool, lent to processOne as a single client (pg) or connection (mysql2). */
+async function lendConnection(t: TestDatabase, backend: Backend): Promise<{ connection: unknown; run(sql: string): Promise<void>; release(): void }> {
+  if (backend.name === "postgres") {
+    const client = await (t.db.executor.raw as import("pg").Pool).connect();
+    return { connection: client, run: async (sql) => void (await client.query(sql)), release: () => client.release() };
+  }
+  const connection = await (t.db.executor.raw as import("mysql2/promise").Pool).getConnection();
+  return { connection, run: async (sql) => void (await connection.query(sql)), release: () => connection.release() };
+}
+
+// (audit 12.7) processOne/drain given one connection still make a checkpoint one transaction:
+// BEGIN … COMMIT on it, or a savepoint when the caller has its own transaction open there.
+describe.each(backends().filter((b) => b.name !== "sqlite"))("checkpoint on a single connection lent to processOne ($name)", (backend) => {
+  let t: TestDatabase;
+  let items: string;
+  beforeAll(async () => {
+    t = await backend.create();
+    items = t.tableName("lent_items");
+    await t.sql(`CREATE TABLE ${items} (n INTEGER PRIMARY KEY)`);
+  });
+  afterAll(() => t.close());
+
+  async function itemNumbers(from: number, to: number): Promise<number[]> {
+    const rows = await t.sql<{ n: number | string }>(`SELECT n FROM ${items} WHERE n >= $1 AND n <= $2 ORDER BY n`, [from, to]);
+    return rows.map((r) => Number(r.n));
+  }
+
+  /** Saves step 1 with item `base`, then fails half-way through step 2 (item base+1 written, then a duplicate). */
+  const halfDone = (base: number, seen: { rejected?: unknown }) => ({
+    partial: async (_p: unknown, ctx: JobContext) => {
+      expect(await ctx.checkpoint({ step: 1 }, (tx) => t.execOn(tx, `INSERT INTO ${items} (n) VALUES (${base})`))).toBe(true);
+      seen.rejected = await ctx
+        .checkpoint({ step: 2 }, async (tx) => {
+          await t.execOn(tx, `INSERT INTO ${items} (n) VALUES (${base + 1})`);
+          await t.execOn(tx, `INSERT INTO ${items} (n) VALUES (${base})`); // duplicate key
+        })
+        .catch((e: unknown) => e);
+      return "finished";
+    },
+  });
+
+  it("(audit 12.7) outside any transaction: a work function that throws rolls back its writes and the progress", async () => {
+    const id = await enqueue("partial", null, { db: t.db, queue: "lent1" });
+    const lent = await lendConnection(t, backend);
+    const seen: { rejected?: unknown } = {};
+    try {
+      expect(await processOne(halfDone(300, seen), { db: t.db.bind(lent.connection), queue: "lent1" })).toBe(true);
+    } finally {
+      lent.release();
+    }
+    expect(seen.rejected).toBeInstanceOf(Error);
+    expect(await itemNumbers(300, 301)).toEqual([300]);
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", progress: { step: 1 }, result: "finished" });
+  });
+
+  it("(audit 12.7) inside the caller's transaction: a failed checkpoint rolls back to its savepoint, the caller's writes stay", async () => {
+    const id = await enqueue("partial", null, { db: t.db, queue: "lent2" });
+    const lent = await lendConnection(t, backend);
+    const seen: { rejected?: unknown } = {};
+    try {
+      await lent.run("BEGIN");
+      await lent.run(`INSERT INTO ${items} (n) VALUES (399)`);
+      expect(await processOne(halfDone(400, seen), { db: t.db.bind(lent.connection), queue: "lent2" })).toBe(true);
+      await lent.run("COMMIT");
+    } catch (error) {
+      await lent.run("ROLLBACK").catch(() => undefined);
+      throw error;
+    } finally {
+      lent.release();
+    }
+    expect(seen.rejected).toBeInstanceOf(Error);
+    expect(await itemNumbers(399, 401)).toEqual([399, 400]);
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", progress: { step: 1 }, result: "finished" });
+  });
+
+  it("(audit 12.7) drain on a single connection: each job's checkpoint commits on its own", async () => {
+    const ids = await Promise.all([1, 2].map(() => enqueue("one", null, { db: t.db, queue: "lent3" })));
+    const lent = await lendConnection(t, backend);
+    let next = 500;
+    try {
+      const handlers = { one: async (_p: unknown, ctx: JobContext) => ctx.checkpoint({ at: next }, (tx) => t.execOn(tx, `INSERT INTO ${items} (n) VALUES (${next++})`)) };
+      expect(await drain(handlers, { db: t.db.bind(lent.connection), queue: "lent3" })).toBe(2);
+    } finally {
+      lent.release();
+    }
+    expect(await itemNumbers(500, 501)).toEqual([500, 501]);
+    for (const id of ids) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", result: true });
+  });
+
+  it.runIf(backend.name === "postgres")("(audit 12.7) a pg client that cannot report its transaction status (pg < 8.21): idle and inside a transaction both work", async () => {
+    const lent = await lendConnection(t, backend);
+    // pg before 8.21 (and pg-native) has no getTransactionStatus; an own property shadows it.
+    Object.assign(lent.connection as object, { getTransactionStatus: undefined });
+    try {
+      const idle = await enqueue("partial", null, { db: t.db, queue: "lent4" });
+      const seen: { rejected?: unknown } = {};
+      expect(await processOne(halfDone(600, seen), { db: t.db.bind(lent.connection), queue: "lent4" })).toBe(true);
+      expect(seen.rejected).toBeInstanceOf(Error);
+      const inside = await enqueue("partial", null, { db: t.db, queue: "lent4" });
+      await lent.run("BEGIN");
+      expect(await processOne(halfDone(700, seen), { db: t.db.bind(lent.connection), queue: "lent4" })).toBe(true);
+      await lent.run("COMMIT");
+      expect(await itemNumbers(600, 701)).toEqual([600, 700]);
+      for (const id of [idle, inside]) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", progress: { step: 1 } });
+    } finally {
+      delete (lent.connection as { getTransactionStatus?: unknown }).getTransactionStatus;
+      await lent.run("ROLLBACK").catch(() => undefined);
+      lent.release();
+    }
   });
 });

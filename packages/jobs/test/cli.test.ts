@@ -72,6 +72,25 @@ describe("forge-jobs CLI: usage", () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  // (audit 12.15) read-only commands never create a database: a mistyped path is an error that names it.
+  it.each(["status", "doctor"])("%s on a SQLite path with no database names the path and creates nothing", async (command) => {
+    const dir = await mkdtemp(join(tmpdir(), "forge-readonly-"));
+    try {
+      const path = join(dir, "jbos.db");
+      const envs: Record<string, string>[] = [{ DATABASE_URL: `sqlite:${path}` }, {}];
+      for (const env of envs) {
+        const args = "DATABASE_URL" in env ? [command] : [command, "--database-url", `sqlite:${path}`];
+        const result = await cli(args, { env });
+        expect(result.code).toBe(2);
+        expect(result.stderr.trim().split("\n")).toHaveLength(1);
+        expect(result.stderr).toContain(`forge-jobs ${command}: error: no SQLite database at ${path}`);
+        expect(await readdir(dir)).toEqual([]);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe.each(backends())("forge-jobs CLI against $name", (backend) => {
@@ -93,11 +112,19 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     try {
       const args = ["--database-url", target.url, ...(target.schema ? ["--schema", target.schema] : [])];
       const before = await cli(["doctor", ...args]);
-      expect(before.code).toBe(1);
-      expect(before.stdout).toContain("PROBLEM the jobs schema is not applied");
       const status = await cli(["status", ...args]);
-      expect(status.code).toBe(1);
-      expect(status.stderr).toContain("run forge-jobs migrate");
+      if (backend.name === "sqlite") {
+        // No file yet: the read-only commands say so and leave it to migrate to create one.
+        for (const result of [before, status]) {
+          expect(result.code).toBe(2);
+          expect(result.stderr).toContain("forge-jobs migrate creates the database");
+        }
+      } else {
+        expect(before.code).toBe(1);
+        expect(before.stdout).toContain("PROBLEM the jobs schema is not applied");
+        expect(status.code).toBe(1);
+        expect(status.stderr).toContain("run forge-jobs migrate");
+      }
       expect((await cli(["migrate", ...args])).stdout).toMatch(/applied migrations 1/);
       expect((await cli(["migrate", ...args])).stdout).toMatch(/nothing to do/);
     } finally {

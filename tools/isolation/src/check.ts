@@ -21,6 +21,8 @@ export type Form =
   | "reference-path"
   | "reference-types"
   | "jsdoc-import"
+  | "module-name"
+  | "code-string"
   | "symlink"
   | "package.json"
   | DependencyField;
@@ -239,9 +241,12 @@ function checkSourceFile(file: string, scope: Scope, violations: Violation[]): v
     seen.add(key);
     violations.push({ file, ...position(source, pos), form, specifier, message });
   };
+  /** Specifier strings already judged by their form, so the string rules do not report them twice. */
+  const judged = new Set<ts.Node>();
   /** A module specifier node: a string literal is judged; anything else cannot be checked. */
   const check = (node: ts.Node | undefined, form: Form, anchor: ts.Node): void => {
     if (node && ts.isStringLiteralLike(node)) {
+      judged.add(node);
       const reason = judgeSpecifier(scope, dir, node.text);
       if (reason) push(node.getStart(source), form, node.text, reason);
     } else {
@@ -263,12 +268,45 @@ function checkSourceFile(file: string, scope: Scope, violations: Violation[]): v
   const visit = (node: ts.Node, inJsDoc: boolean): void => {
     const form = referenceForm(node, inJsDoc);
     if (form) check(specifierOf(node), form, node);
+    else if (ts.isStringLiteralLike(node) && !judged.has(node)) checkString(node);
     if (kind === ts.ScriptKind.JS) {
       for (const doc of (node as { jsDoc?: ts.JSDoc[] }).jsDoc ?? []) visit(doc, true);
     }
     ts.forEachChild(node, (child) => visit(child, inJsDoc));
   };
+  /**
+   * A module can be loaded without import/require by name: `createRequire(url)(name)`,
+   * `process.mainModule.require(name)`, `new Function("return import('…')")`, `eval(…)`. So a
+   * string whose whole value is another package's name (or a subpath) is a reference wherever it
+   * appears, and so is code in a string that imports or requires one. Text that merely mentions
+   * a package ("see @forge/b") is not.
+   */
+  const checkString = (node: ts.StringLiteralLike): void => {
+    const start = node.getStart(source);
+    if (isPackageName(node.text)) {
+      const reason = judgeSpecifier(scope, dir, node.text);
+      if (reason) push(start, "module-name", node.text, reason);
+      return;
+    }
+    for (const specifier of loadedInCode(node.text)) {
+      const reason = judgeSpecifier(scope, dir, specifier);
+      if (reason) {
+        push(start, "code-string", specifier, `code in a string loads it: ${reason}`);
+        return;
+      }
+    }
+  };
   visit(source, false);
+}
+
+/** `@forge/x` or `@forge/x/sub/path`, nothing around it. */
+function isPackageName(text: string): boolean {
+  return new RegExp(`^${SCOPE}/[^\\s/'"\`]+(/[^\\s'"\`]*)?$`).test(text);
+}
+
+/** The literal specifiers of `import(…)` and `require(…)` calls written inside a string. */
+function loadedInCode(text: string): string[] {
+  return [...text.matchAll(/\b(?:import|require)\s*\(\s*(['"`])([^'"`]+)\1/g)].map((m) => m[2] as string);
 }
 
 /**

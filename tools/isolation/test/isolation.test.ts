@@ -66,6 +66,12 @@ const cases: [string, string, number, number, Form, string][] = [
   ["subpath", "src/index.ts", 3, 25, "import", "@forge/b/internal"],
   ["jsdoc-import-type", "src/index.js", 3, 19, "jsdoc-import", "@forge/b"],
   ["jsdoc-import-tag", "src/index.js", 3, 26, "jsdoc-import", "@forge/b"],
+  // (audit 12.18) a module name in any string of code, and code in a string that loads one
+  ["create-require", "src/index.mjs", 3, 52, "module-name", "@forge/b"],
+  ["main-module-require", "src/index.cjs", 3, 48, "module-name", "@forge/b"],
+  ["module-name-template", "src/index.ts", 3, 56, "module-name", "@forge/b/internal"],
+  ["new-function-import", "src/index.ts", 3, 34, "code-string", "@forge/b"],
+  ["eval-require", "src/index.cjs", 3, 16, "code-string", "@forge/b/internal"],
   ["dependencies", "package.json", 8, 5, "dependencies", "@forge/b"],
   ["dev-dependencies", "package.json", 8, 5, "devDependencies", "@forge/b"],
   ["peer-dependencies", "package.json", 8, 5, "peerDependencies", "@forge/b"],
@@ -91,6 +97,8 @@ describe("checkIsolation on one fixture per form", () => {
     expect(relative?.message).toBe("leaves package @forge/a (resolves to ../b/src/index.js)");
     const [dynamic] = checkIsolation({ packagesDir: fixturePackages("dynamic-import-non-literal") });
     expect(dynamic?.message).toContain("cannot be checked");
+    const [code] = checkIsolation({ packagesDir: fixturePackages("new-function-import") });
+    expect(code?.message).toBe(`code in a string loads it: ${other?.message}`);
   });
 });
 

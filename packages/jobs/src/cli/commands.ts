@@ -1,7 +1,7 @@
 import { mkdir, writeFile, access } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { connect } from "../connect.js";
+import { connect, connectForReading } from "../connect.js";
 import type { JobsDatabase } from "../db/database.js";
 import type { DialectName } from "../db/executor.js";
 import { latestVersion, migrate, migrationSql, schemaVersion } from "../migrate.js";
@@ -25,10 +25,11 @@ export interface Parsed {
   values: Record<string, string | boolean | string[] | undefined>;
 }
 
-export function openDatabase(p: Parsed): JobsDatabase {
+/** The database the command names; `reading` for commands that must never create one. */
+export function openDatabase(p: Parsed, { reading = false } = {}): JobsDatabase {
   const url = (p.values["database-url"] as string | undefined) ?? process.env.DATABASE_URL;
   const schema = p.values.schema as string | undefined;
-  return connect(url, schema ? { schema } : {});
+  return (reading ? connectForReading : connect)(url, schema ? { schema } : {});
 }
 
 export async function loadHandlers(modulePath: string): Promise<Handlers> {
@@ -81,7 +82,7 @@ export async function runMigrate(p: Parsed, io: Io): Promise<void> {
 }
 
 export async function status(p: Parsed, io: Io): Promise<void> {
-  const db = openDatabase(p);
+  const db = openDatabase(p, { reading: true });
   const queue = p.values.queue as string[] | undefined;
   const watch = p.values.watch;
   const read = async () => statusCounts({ db, ...(queue?.[0] ? { queue: queue[0] } : {}) });
@@ -173,7 +174,7 @@ export async function runWorkerCommand(p: Parsed, io: Io): Promise<void> {
 }
 
 export async function doctor(p: Parsed, io: Io): Promise<void> {
-  const db = openDatabase(p);
+  const db = openDatabase(p, { reading: true });
   const problems: string[] = [];
   const ok = (text: string) => io.out(`ok      ${text}\n`);
   const bad = (text: string) => (problems.push(text), io.out(`PROBLEM ${text}\n`));

@@ -52,6 +52,19 @@ export class JobsDatabase {
     return new JobsDatabase(this.bindClient(client), this.settings, this.bindClient);
   }
 
+  private workerView: JobsDatabase | undefined;
+
+  /**
+   * The same queue for a worker (`runWorker`, `processOne`, `drain`): on an SQLite handle the
+   * application shares, its statements never run inside the application's open transaction.
+   */
+  forWorker(): JobsDatabase {
+    const executor = this.executor.forWorker?.() ?? this.executor;
+    if (executor === this.executor) return this;
+    this.workerView ??= new JobsDatabase(executor, this.settings, this.bindClient);
+    return this.workerView;
+  }
+
   close(): Promise<void> {
     return this.executor.close();
   }

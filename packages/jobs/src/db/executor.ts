@@ -16,6 +16,14 @@ export interface TransactionOptions {
 }
 
 export interface Listener {
+  /**
+   * The same connection for a worker's own statements (claims, completions, leases, checkpoints).
+   * Absent where that makes no difference. On an SQLite handle the application shares, it never
+   * runs inside the application's open transaction: it waits for the transaction to end.
+   */
+  forWorker?(): Executor;
+  /** True while the application has its own transaction open on this very connection (a shared SQLite handle). */
+  callerTransactionOpen?(): boolean;
   close(): Promise<void>;
 }
 
@@ -40,5 +48,13 @@ export interface Executor {
   listen?(channel: string, onMessage: (payload: string) => void, onError: (error: Error) => void): Promise<Listener>;
   /** In-process wake-up after an enqueue, where the server cannot push (SQLite); PostgreSQL notifies in SQL. */
   notify?(channel: string, payload: string): void;
+  /**
+   * The same connection for a worker's own statements (claims, completions, leases, checkpoints).
+   * Absent where that makes no difference. On an SQLite handle the application shares, it never
+   * runs inside the application's open transaction: it waits for the transaction to end.
+   */
+  forWorker?(): Executor;
+  /** True while the application has its own transaction open on this very connection (a shared SQLite handle). */
+  callerTransactionOpen?(): boolean;
   close(): Promise<void>;
 }

@@ -1,6 +1,7 @@
 import { loadDriver } from "./driver.js";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
+import { SAVEPOINT_NAME, statementOn, transactionOn, type LentConnection } from "./lent-connection.js";
 import { toQuestionMarks } from "./placeholders.js";
 
 /** The parts of mysql2's promise API the queue uses (typed here so no d.ts needs mysql2's types). */
@@ -89,26 +90,48 @@ function mysqlIdentity(raw: object): string {
   });
 }
 
-/** A connection: the caller's, inside its own transaction, or one of ours inside START TRANSACTION. */
+/**
+ * A connection: one of ours inside START TRANSACTION (`insideOurs`), or one lent to the queue
+ * (the caller's, idle or inside its own transaction; a pooled session of ours).
+ */
 export class MysqlConnectionExecutor implements Executor {
   readonly dialect = "mysql" as const;
   readonly pooled = false;
-  constructor(readonly raw: MysqlConnection) {}
+  private readonly lent: LentConnection;
+
+  constructor(
+    readonly raw: MysqlConnection,
+    private readonly insideOurs = false,
+  ) {
+    this.lent = { begin: (readOnly) => beginOn(raw, readOnly), run: (sql) => raw.query({ sql }) };
+  }
 
   notify(channel: string, payload: string): void {
     notifyLocally(mysqlIdentity(this.raw), channel, payload);
   }
 
   query<R extends object>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-    return run<R>(this.raw, sql, params);
+    if (this.insideOurs) return run<R>(this.raw, sql, params);
+    return statementOn(this.raw, () => run<R>(this.raw, sql, params));
   }
 
-  // Inside a transaction already (ours, or the caller's — transactional enqueue): no nesting.
-  transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
-    return fn(this);
+  transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    if (this.insideOurs) return fn(this); // our own START TRANSACTION is open on it: no nesting
+    return transactionOn(this.raw, this.lent, () => fn(this), options?.readOnly ?? false);
   }
 
   async close(): Promise<void> {}
+}
+
+/** START TRANSACTION on an idle connection, a savepoint inside the caller's transaction. */
+async function beginOn(connection: MysqlConnection, readOnly: boolean): Promise<"transaction" | "savepoint"> {
+  const [rows] = await connection.query({ sql: "SELECT @@in_transaction AS open" });
+  if (Number((rows as { open?: unknown }[])[0]?.open) === 1) {
+    await connection.query({ sql: `SAVEPOINT ${SAVEPOINT_NAME}` });
+    return "savepoint";
+  }
+  await connection.query({ sql: readOnly ? "START TRANSACTION READ ONLY" : "START TRANSACTION" });
+  return "transaction";
 }
 
 export class MysqlPoolExecutor implements Executor {
@@ -147,7 +170,7 @@ export class MysqlPoolExecutor implements Executor {
     let broken = false;
     try {
       await connection.query({ sql: options?.readOnly ? "START TRANSACTION READ ONLY" : "START TRANSACTION" });
-      const result = await fn(new MysqlConnectionExecutor(connection));
+      const result = await fn(new MysqlConnectionExecutor(connection, true));
       await connection.query({ sql: "COMMIT" });
       return result;
     } catch (error) {

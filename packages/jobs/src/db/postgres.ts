@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { quoteIdent } from "./identifiers.js";
+import { SAVEPOINT_NAME, statementOn, transactionOn, type LentConnection } from "./lent-connection.js";
 
 type Queryable = pg.Pool | pg.PoolClient | pg.Client;
 
@@ -26,22 +27,55 @@ async function run<R extends object>(on: Queryable, sql: string, params: readonl
   return { rows: result.rows, rowCount: result.rowCount ?? result.rows.length };
 }
 
-/** The caller's client, or one of ours inside BEGIN: statements run on it, in order. */
+/**
+ * A single client: one of ours inside BEGIN (`insideOurs`), or the caller's, idle or inside its
+ * own transaction (transactional enqueue). Statements run on it, in order.
+ */
 export class PgClientExecutor implements Executor {
   readonly dialect = "postgres" as const;
   readonly pooled = false;
-  constructor(readonly raw: pg.PoolClient | pg.Client) {}
+  private readonly lent: LentConnection;
 
-  query<R extends object>(sql: string, params?: readonly unknown[], name?: string): Promise<QueryResult<R>> {
-    return run<R>(this.raw, sql, params, name);
+  constructor(
+    readonly raw: pg.PoolClient | pg.Client,
+    private readonly insideOurs = false,
+  ) {
+    this.lent = { begin: (readOnly) => beginOn(raw, readOnly), run: (sql) => raw.query(sql) };
   }
 
-  // Inside a transaction already (ours, or the caller's — transactional enqueue): no nesting.
-  transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
-    return fn(this);
+  query<R extends object>(sql: string, params?: readonly unknown[], name?: string): Promise<QueryResult<R>> {
+    if (this.insideOurs) return run<R>(this.raw, sql, params, name);
+    return statementOn(this.raw, () => run<R>(this.raw, sql, params, name));
+  }
+
+  transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    if (this.insideOurs) return fn(this); // our own BEGIN is open on it: no nesting
+    return transactionOn(this.raw, this.lent, () => fn(this), options?.readOnly ?? false);
   }
 
   async close(): Promise<void> {}
+}
+
+/** SQLSTATE no_active_sql_transaction: SAVEPOINT outside a transaction block. */
+const NO_ACTIVE_TRANSACTION = "25P01";
+
+/** BEGIN on an idle client, a savepoint inside the caller's transaction. */
+async function beginOn(client: pg.PoolClient | pg.Client, readOnly: boolean): Promise<"transaction" | "savepoint"> {
+  const begin = async () => {
+    await client.query(readOnly ? "BEGIN READ ONLY" : "BEGIN");
+    return "transaction" as const;
+  };
+  // pg ≥ 8.21 tracks the server's transaction status (I idle, T in a transaction, E failed one).
+  const status = (client as { getTransactionStatus?: () => string | null }).getTransactionStatus?.() ?? null;
+  if (status === "I") return begin();
+  try {
+    await client.query(`SAVEPOINT ${SAVEPOINT_NAME}`);
+    return "savepoint";
+  } catch (error) {
+    // An older pg (or pg-native) cannot say: the savepoint itself tells an idle client apart.
+    if (status === null && (error as { code?: unknown }).code === NO_ACTIVE_TRANSACTION) return begin();
+    throw error;
+  }
 }
 
 export class PgPoolExecutor implements Executor {
@@ -69,7 +103,7 @@ export class PgPoolExecutor implements Executor {
     const client = await this.checkout(onError);
     try {
       await client.query(options?.readOnly ? "BEGIN READ ONLY" : "BEGIN");
-      const result = await fn(new PgClientExecutor(client));
+      const result = await fn(new PgClientExecutor(client, true));
       await client.query("COMMIT");
       return result;
     } catch (error) {

@@ -1,5 +1,4 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { loadDriver } from "./driver.js";
 import { resolve } from "node:path";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
@@ -23,13 +22,13 @@ export interface SqliteDatabase {
   close(): unknown;
 }
 
-type SqliteConstructor = new (path: string, options?: { timeout?: number }) => SqliteDatabase;
-
 /** How long SQLite itself waits for another connection's write lock before answering SQLITE_BUSY. */
 export const SQLITE_BUSY_TIMEOUT_MS = 5000;
 /** After that, the executor keeps retrying (with backoff, without blocking the event loop) this long. */
-const BUSY_RETRY_FOR_MS = 60_000;
+export const BUSY_RETRY_FOR_MS = 60_000;
 const STATEMENT_CACHE_SIZE = 500;
+/** The longest pause between two looks at whether the application's transaction has ended. */
+const MAX_CALLER_WAIT_STEP_MS = 50;
 
 /** The database clock in epoch milliseconds. julianday('now') works on every SQLite ≥ 3.35 (unixepoch('subsec') needs 3.42). */
 export const SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
@@ -113,7 +112,7 @@ function connectionFor(db: SqliteDatabase): Connection {
   return connection;
 }
 
-function isBusy(error: unknown): boolean {
+export function isBusy(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === "string" && (code === "SQLITE_BUSY" || code.startsWith("SQLITE_BUSY_"));
 }
@@ -160,7 +159,7 @@ function toSqliteValue(value: unknown): unknown {
 function sqliteIdentity(db: SqliteDatabase): string {
   return databaseIdentity(db, () => {
     const name = db.name;
-    return name && name !== ":memory:" && !name.startsWith("file::memory:") ? `file:${resolve(name)}` : undefined;
+    return name && !isPrivateSqlite(name) ? `file:${resolve(name)}` : undefined;
   });
 }
 
@@ -170,24 +169,47 @@ export class SqliteExecutor implements Executor {
   readonly pooled = true;
   private readonly connection: Connection;
 
+  /**
+   * `joinsCallerTransaction`: inside a transaction the application has open on this handle,
+   * statements run in it (transactional enqueue). The worker's view (`forWorker`) never does:
+   * a claim there would run a job whose enqueue may yet roll back, and a completion would be
+   * undone with it. It waits for the application's transaction to end instead.
+   */
   constructor(
     readonly raw: SqliteDatabase,
     private readonly owned: boolean,
+    private readonly joinsCallerTransaction = true,
   ) {
     this.connection = connectionFor(raw);
   }
 
+  forWorker(): Executor {
+    return this.joinsCallerTransaction ? new SqliteExecutor(this.raw, false, false) : this;
+  }
+
+  callerTransactionOpen(): boolean {
+    return this.raw.inTransaction && !this.connection.held;
+  }
+
   query<R extends object>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
     const connection = this.connection;
-    if (!connection.held || connection.insideHolder) return this.execute<R>(sql, params);
-    // One of our transactions holds the connection: run after it, not inside it.
-    return connection.acquire().then(async (release) => {
+    if (connection.insideHolder) return this.execute<R>(sql, params);
+    if (!connection.held && (this.joinsCallerTransaction || !this.raw.inTransaction)) return this.execute<R>(sql, params);
+    return this.queued<R>(sql, params);
+  }
+
+  /** After our transaction holding the connection (and, for the worker, the application's) has ended. */
+  private async queued<R extends object>(sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
+    for (let pause = 1; ; pause = Math.min(2 * pause, MAX_CALLER_WAIT_STEP_MS)) {
+      const release = await this.connection.acquire();
       try {
-        return await this.execute<R>(sql, params);
+        // Checked and run in one synchronous step: nothing can begin a transaction in between.
+        if (this.joinsCallerTransaction || !this.raw.inTransaction) return await this.execute<R>(sql, params);
       } finally {
         release();
       }
-    });
+      await sleep(pause);
+    }
   }
 
   private execute<R extends object>(sql: string, params: readonly unknown[]): Promise<QueryResult<R>> {
@@ -208,11 +230,18 @@ export class SqliteExecutor implements Executor {
     const connection = this.connection;
     const db = this.raw;
     if (connection.insideHolder) return fn(this); // nested: already in our transaction
-    if (!connection.held && db.inTransaction) {
+    if (this.joinsCallerTransaction && !connection.held && db.inTransaction) {
       // The caller's own transaction (transactional enqueue): run in it, read-only if asked.
       return options?.readOnly ? this.readOnly(() => fn(this)) : fn(this);
     }
-    const release = await connection.acquire();
+    let release = await connection.acquire();
+    // The worker's view waits for the application's transaction to end (better-sqlite3 has no
+    // event for it: poll). Checked right before BEGIN, with nothing asynchronous in between.
+    for (let pause = 1; !this.joinsCallerTransaction && db.inTransaction; pause = Math.min(2 * pause, MAX_CALLER_WAIT_STEP_MS)) {
+      release();
+      await sleep(pause);
+      release = await connection.acquire();
+    }
     try {
       return await holder.run(connection, async () => {
         const work = async () => {
@@ -261,44 +290,7 @@ export class SqliteExecutor implements Executor {
   }
 }
 
-/** Opens an SQLite file (or `:memory:`) in WAL mode with a busy timeout. */
-export function createSqliteExecutor(path: string): Executor {
-  const Database = loadDriver<SqliteConstructor>("better-sqlite3", "better-sqlite3@12", "The SQLite backend");
-  const db = new Database(path, { timeout: SQLITE_BUSY_TIMEOUT_MS });
-  try {
-    db.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
-    if (path !== ":memory:" && path !== "") setWal(db);
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-  return new SqliteExecutor(db, true);
-}
-
-/**
- * WAL: readers never wait for the writer, and the writer never waits for readers. Switching
- * needs a moment alone with the file; several processes opening a new file at once may find
- * it busy past busy_timeout, so this retries (synchronously: it runs once, at connect).
- */
-function setWal(db: SqliteDatabase): void {
-  const deadline = Date.now() + BUSY_RETRY_FOR_MS;
-  for (;;) {
-    try {
-      db.pragma("journal_mode = WAL");
-      return;
-    } catch (error) {
-      if (!isBusy(error) || Date.now() > deadline) throw error;
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
-    }
-  }
-}
-
-/**
- * The application's own better-sqlite3 Database. Its settings (journal mode, busy timeout —
- * better-sqlite3 defaults to 5 s) are left as they are. Inside the application's open
- * transaction, statements run in it.
- */
-export function wrapSqliteDatabase(db: unknown): Executor {
-  if (!isSqliteDatabase(db)) throw new TypeError("not a better-sqlite3 Database");
-  return new SqliteExecutor(db, false);
+/** An in-memory or temporary database: private to its connection, never a file on disk. */
+export function isPrivateSqlite(path: string): boolean {
+  return path === "" || path === ":memory:" || path.startsWith("file::memory:");
 }

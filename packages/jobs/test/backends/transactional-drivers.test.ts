@@ -1,8 +1,10 @@
 import Database from "better-sqlite3";
 import mysql from "mysql2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, enqueueMany, getJob, pendingCount, processOne } from "../../src/index.js";
-import { backends, MYSQL_URL, type TestDatabase } from "../helpers/backends.js";
+import { enqueue, enqueueMany, getJob, pendingCount, processOne, runWorker } from "../../src/index.js";
+import { backends, deferred, MYSQL_URL, waitFor, type TestDatabase } from "../helpers/backends.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const sqlite = backends().find((b) => b.name === "sqlite");
 const mariadb = backends().find((b) => b.name === "mysql");
@@ -67,6 +69,56 @@ describe.skipIf(!sqlite)("transactional enqueue inside the application's better-
     const ids = await jobs;
     expect(await pendingCount({ db: t.db, queue: "many" })).toBe(500);
     expect((await getJob(ids[499]!, { db: t.db }))!.payload).toEqual({ i: 499 });
+  });
+
+  // (audit 12.9) A worker in the same process, on the same handle, must never claim inside the
+  // application's open transaction: the job it would run may still be rolled back.
+  it("(audit 12.9) processOne on the handle while the application's transaction is open claims nothing", async () => {
+    const ran: number[] = [];
+    app.exec("BEGIN");
+    let id: number;
+    let claimed: boolean;
+    try {
+      id = await enqueue("ship", { n: 1 }, { db: app, queue: "open-tx" });
+      claimed = await processOne({ ship: (p: { n: number }) => ran.push(p.n) }, { db: app, queue: "open-tx" });
+    } finally {
+      app.exec("ROLLBACK");
+    }
+    expect(claimed).toBe(false);
+    expect(ran).toEqual([]);
+    expect(await getJob(id, { db: t.db })).toBeNull();
+    expect(app.inTransaction).toBe(false);
+  });
+
+  it("(audit 12.9) a worker on the handle waits for the application's transaction: a rolled-back job never runs, a committed one runs after the commit", async () => {
+    const ran: string[] = [];
+    const stop = new AbortController();
+    const idle = deferred();
+    const worker = runWorker(
+      { ship: (p: { name: string }) => void ran.push(p.name) },
+      { db: app, queue: "shared", pollInterval: 0.01, signal: stop.signal, events: { "worker:idle": () => idle.resolve() } },
+    );
+    try {
+      await idle.promise;
+      app.exec("BEGIN");
+      await enqueue("ship", { name: "rolled back" }, { db: app, queue: "shared" });
+      // Twenty polls and the local wake-up: time enough for a worker that claims inside the transaction to run it.
+      await sleep(200);
+      expect(ran).toEqual([]);
+      app.exec("ROLLBACK");
+
+      app.exec("BEGIN");
+      const committed = await enqueue("ship", { name: "committed" }, { db: app, queue: "shared" });
+      await sleep(200);
+      expect(ran).toEqual([]);
+      app.exec("COMMIT");
+      await waitFor("the committed job done", async () => (await getJob(committed, { db: t.db }))?.status === "done");
+      expect(ran).toEqual(["committed"]);
+    } finally {
+      if (app.inTransaction) app.exec("ROLLBACK");
+      stop.abort();
+      await worker;
+    }
   });
 });
 
