@@ -74,7 +74,11 @@ describe.each(backends())("clock skew between workers and the database ($name)",
     });
     victim.kill("SIGKILL");
     await victim.exited;
-    const heldRows = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [victim.label]);
+    const heldRows = await t.sql<{ id: number | string; started: unknown }>(
+      `SELECT id, started_at IS NOT NULL AS started FROM {jobs} WHERE status = 'running' AND locked_by = $1`,
+      [victim.label],
+    );
+    const startedIds = new Set(heldRows.filter((r) => Number(r.started)).map((r) => Number(r.id)));
     const held = await Promise.all(heldRows.map(async (r) => (await getJob(Number(r.id), { db: t.db })) as Job & { lockedUntil: Date }));
     expect(held.length).toBeGreaterThan(0);
 
@@ -87,7 +91,8 @@ describe.each(backends())("clock skew between workers and the database ($name)",
       const now = (await t.now()).getTime();
       if (job.status !== "pending") expect(now).toBeGreaterThanOrEqual(runAt);
       for (const { id, job: h } of states) {
-        const stillHeld = h.status === "running" && h.attempts === held.find((x) => x.id === id)!.attempts;
+        // Still the dead worker's claim: nobody extends it, so its lease end has not moved.
+        const stillHeld = h.status === "running" && h.lockedUntil.getTime() === held.find((x) => x.id === id)!.lockedUntil.getTime();
         if (!stillHeld && !reclaimedAt.has(id)) reclaimedAt.set(id, now);
       }
       if (job.status === "done" && reclaimedAt.size === held.length) break;
@@ -103,7 +108,13 @@ describe.each(backends())("clock skew between workers and the database ($name)",
     // The long jobs the survivors held ran once: nobody reclaimed them early.
     const heldIds = new Set(held.map((h) => h.id));
     for (const id of long.filter((id) => !heldIds.has(id))) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", attempts: 1, lastError: null });
-    for (const id of heldIds) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", attempts: 2 });
+    // A started one used its attempt; one held unstarted in the buffer did not (the prefetched-kill
+    // test pins that rule; here a start write sent just before the kill may still land).
+    for (const id of heldIds) {
+      const job = (await getJob(id, { db: t.db }))!;
+      expect(job.status).toBe("done");
+      expect(startedIds.has(id) ? [2] : [1, 2]).toContain(job.attempts);
+    }
     expect((await fleet.stop()).map((e) => e.code)).toEqual([0, 0, 0]);
   }, 60_000);
 });
