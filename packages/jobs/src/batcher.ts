@@ -1,3 +1,5 @@
+import { BATCH_BACKOFF, backoffMs, delay, type Backoff } from "./retry.js";
+
 /**
  * Gathers items and writes them in one statement per flush, with at most one flush in
  * flight: under load, items arriving during a flush form the next batch (backpressure without
@@ -13,7 +15,7 @@ export class Batcher<T, R> {
     private readonly write: (items: T[]) => Promise<R[]>,
     private readonly onError: (error: unknown) => void,
     private readonly maxBatch = 1000,
-    private readonly retryDelays = [50, 100, 250, 500, 1000, 2000, 5000],
+    private readonly backoff: Backoff = BATCH_BACKOFF,
   ) {}
 
   get size(): number {
@@ -52,8 +54,7 @@ export class Batcher<T, R> {
           failures = 0;
         } catch (error) {
           this.onError(error);
-          const delay = this.retryDelays[Math.min(failures++, this.retryDelays.length - 1)] as number;
-          await new Promise((r) => setTimeout(r, delay));
+          await delay(backoffMs(this.backoff, failures++));
         }
       }
     } finally {

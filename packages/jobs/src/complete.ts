@@ -147,9 +147,3 @@ async function completeGroup(db: JobsDatabase, executor: Executor, completions: 
   ], "complete");
   return new Set(rows.map((r) => String(r.claim_token)));
 }
-
-/** Marks jobs done; returns the ids whose completion was kept. */
-export async function completeJobs(db: JobsDatabase, completions: readonly Completion[]): Promise<Set<number>> {
-  const kept = await completeRuns(db, completions);
-  return new Set(completions.filter((c) => kept.has(c.token)).map((c) => c.id));
-}

@@ -1,75 +1,17 @@
-import { retryDelaySeconds } from "./backoff.js";
 import type { ClaimedJob } from "./claim.js";
+import { loseJob, type RunAbort } from "./abort.js";
 import { saveCheckpoint } from "./checkpoint.js";
 import type { JobsDatabase } from "./db/database.js";
-import { errorMessage, isPermanent } from "./errors.js";
-import type { WorkerEmitter } from "./events.js";
-import { failJob, type FailureOutcome } from "./fail.js";
+import { isPermanent } from "./errors.js";
 import { extendLeases } from "./lease.js";
-import type { Logger } from "./logger.js";
 import { mayOverflowStatement, overStatementBudget } from "./packet.js";
 import { toJsonText } from "./payload.js";
-import { refusedForItsValues } from "./refusals.js";
 import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
+import type { RunDeps, RunOutcome } from "./settle.js";
 import { withExecutionSpan } from "./telemetry.js";
-
-/** What one run of a handler came to, before anything is written. */
-export type RunOutcome =
-  | { kind: "succeeded"; result: string | null }
-  | { kind: "threw"; error: unknown; permanent: boolean };
-
-export interface RunDeps {
-  db: JobsDatabase;
-  lease: number;
-  emitter: WorkerEmitter;
-  logger: Logger;
-}
-
-/** Why a run's signal fired. */
-export class JobAbortedError extends Error {
-  constructor(readonly reason: "lease-lost" | "shutdown" | "cancelled", message: string) {
-    super(message);
-    this.name = "JobAbortedError";
-  }
-}
-
-/**
- * A run's AbortController, made only when the handler reads `ctx.signal`. Most handlers never
- * do, and an AbortController with its signal was the largest single allocation per job (3% of
- * the worker's CPU on no-op jobs). Aborted before anyone looked, the signal comes out aborted.
- */
-export class RunAbort {
-  private controller: AbortController | null = null;
-  private why: JobAbortedError | null = null;
-
-  get signal(): AbortSignal {
-    if (!this.controller) {
-      this.controller = new AbortController();
-      if (this.why) this.controller.abort(this.why);
-    }
-    return this.controller.signal;
-  }
-
-  /** Why the run was aborted, or null while it was not. */
-  get reason(): JobAbortedError | null {
-    return this.why;
-  }
-
-  abort(reason: JobAbortedError): void {
-    if (this.why) return;
-    this.why = reason;
-    this.controller?.abort(reason);
-  }
-}
 
 export function jobInfo(job: ClaimedJob): JobInfo {
   return { id: job.id, task: job.task, queue: job.queue, attempt: job.attempt, maxAttempts: job.maxAttempts, tenant: job.tenant, createdAt: job.createdAt };
-}
-
-export function loseJob(abort: RunAbort, info: JobInfo): void {
-  if (!abort.reason) {
-    abort.abort(new JobAbortedError("lease-lost", `job ${info.id} was taken over or cancelled; this run no longer owns it`));
-  }
 }
 
 /** Runs the handler with its context. Never throws: a throw becomes an outcome. */
@@ -146,31 +88,4 @@ function unstorable(message: string): RunOutcome {
   const error = new Error(message);
   error.stack = `Error: ${message}`;
   return { kind: "threw", error, permanent: true };
-}
-
-/** Writes a failed run: back to pending after the backoff while attempts remain, else failed. */
-export async function recordFailure(job: ClaimedJob, info: JobInfo, outcome: Extract<RunOutcome, { kind: "threw" }>, deps: RunDeps, durationMs: number): Promise<void> {
-  const willRetry = !outcome.permanent && job.attempt < job.maxAttempts;
-  const delay = willRetry ? retryDelaySeconds(job.attempt) : null;
-  const message = errorMessage(outcome.error);
-  const verdict: FailureOutcome = delay === null ? { kind: "fail" } : { kind: "retry", delay };
-  let written: boolean;
-  try {
-    written = await failJob(deps.db, job.id, job.token, verdict, message);
-  } catch (error) {
-    if (!refusedForItsValues(deps.db.dialect, error)) throw error;
-    // Written again, it would be refused again, and the job end "worker lost": record the
-    // verdict with the database's reason instead (the error itself goes to the log below).
-    written = await failJob(deps.db, job.id, job.token, verdict, `the database refused to store this job's error: ${(error as Error).message}`);
-  }
-  if (!written) {
-    deps.emitter.emit("job:fenced", { job: info, write: "fail" });
-    return;
-  }
-  deps.emitter.emit("job:failed", { job: info, error: outcome.error, willRetry, retryInSeconds: delay, durationMs });
-  deps.logger.warn(
-    { jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, maxAttempts: job.maxAttempts, durationMs, willRetry, retryInSeconds: delay, err: message },
-    willRetry ? `job ${job.id} (${job.task}) failed, retrying in ${delay}s` : `job ${job.id} (${job.task}) failed`,
-  );
-  if (delay !== null) deps.emitter.emit("job:retried", { job: info, retryInSeconds: delay });
 }

@@ -8,6 +8,12 @@ import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 /** Default lease, in seconds: an orphaned job is back in work about this long after its worker died. */
 export const DEFAULT_LEASE_SECONDS = 30;
 
+/**
+ * Extensions sent per lease while a job is held: a lease survives two lost or late ones
+ * before it can lapse.
+ */
+export const EXTENSIONS_PER_LEASE = 3;
+
 // A lease is never shortened: every claim and extension sets locked_until and heartbeat_at
 // together, so `locked_until - heartbeat_at` is the lease the job holds, and an extension
 // grants at least that (a heartbeat asking for less would let the job be taken while it runs).

@@ -1,13 +1,16 @@
 import { claimJobs } from "./claim.js";
-import { completeJobs } from "./complete.js";
+import { RunAbort, loseJob } from "./abort.js";
+import { completeRuns } from "./complete.js";
 import { resolveDb, type DbLike } from "./connect.js";
 import { WorkerEmitter, type WorkerEventHandlers } from "./events.js";
-import { RunAbort, jobInfo, loseJob, recordFailure, runHandler, type RunDeps, type RunOutcome } from "./execute.js";
-import { DEFAULT_LEASE_SECONDS, extendLeases } from "./lease.js";
+import type { JobsDatabase } from "./db/database.js";
+import { jobInfo, runHandler } from "./execute.js";
+import { DEFAULT_LEASE_SECONDS, EXTENSIONS_PER_LEASE, extendLeases } from "./lease.js";
 import { silentLogger, type Logger } from "./logger.js";
 import type { Handlers } from "./types.js";
 import { checkInteger, checkKnownOptions, checkName, checkSeconds } from "./validate.js";
 import { randomUUID } from "node:crypto";
+import { settle, type RunDeps, type RunOutcome, type SettleWrites } from "./settle.js";
 import { instrumentEmitter } from "./telemetry.js";
 import { timerMs } from "./timers.js";
 
@@ -36,6 +39,14 @@ function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
   };
 }
 
+/** processOne/drain write each outcome directly, once: the caller sees a failure. */
+function directWrites(db: JobsDatabase): SettleWrites {
+  return {
+    complete: async (completion) => (await completeRuns(db, [completion])).has(completion.token),
+    persist: (write) => write(),
+  };
+}
+
 async function processNext(handlers: Handlers, deps: RunDeps, queue: string, workerId: string): Promise<boolean> {
   // Called from inside the application's own open transaction on a shared SQLite handle: a
   // claim would wait for that transaction to end, which waits for this call. Nothing to run.
@@ -49,10 +60,12 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
   const keepAlive = setInterval(() => {
     extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)
       .then((owned) => {
-        if (!owned.has(job.token)) loseJob(abort, info);
+        if (owned.has(job.token)) return;
+        deps.emitter.emit("job:fenced", { job: info, write: "heartbeat" });
+        loseJob(abort, info);
       })
       .catch((error: unknown) => deps.emitter.emit("worker:error", { workerId, error, during: "lease extension" }));
-  }, timerMs(Math.max(50, (deps.lease * 1000) / 3)));
+  }, timerMs(Math.max(50, (deps.lease * 1000) / EXTENSIONS_PER_LEASE)));
   const started = Date.now();
   deps.emitter.emit("job:started", { job: info, waitMs: Math.max(0, started - job.runAt.getTime()) });
   let outcome: RunOutcome;
@@ -61,16 +74,7 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
   } finally {
     clearInterval(keepAlive);
   }
-  const durationMs = Date.now() - started;
-  if (outcome.kind === "succeeded") {
-    const kept = await completeJobs(deps.db, [{ id: job.id, token: job.token, result: outcome.result }]);
-    if (kept.has(job.id)) {
-      deps.emitter.emit("job:succeeded", { job: info, durationMs });
-      deps.logger.debug({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, durationMs }, `job ${job.id} done`);
-    } else deps.emitter.emit("job:fenced", { job: info, write: "complete" });
-  } else {
-    await recordFailure(job, info, outcome, deps, durationMs);
-  }
+  await settle(job, info, outcome, Date.now() - started, deps, directWrites(deps.db));
   return true;
 }
 

@@ -10,3 +10,10 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
 export function timerMs(ms: number): number {
   return Math.min(ms, MAX_TIMER_MS);
 }
+
+/** Waits for `work`, or `ms`, whichever comes first. */
+export async function within(ms: number, work: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work, new Promise((r) => (timer = setTimeout(r, timerMs(ms))))]);
+  clearTimeout(timer);
+}

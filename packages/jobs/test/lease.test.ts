@@ -39,6 +39,27 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     expect(seconds).toBeLessThanOrEqual(120.5);
   });
 
+  it("processOne reports a lost job as the worker does: job:fenced for its lease extension and for its completion", async () => {
+    const id = await enqueue("taken", null, { db: t.db, queue: "lease-fenced" });
+    const fenced: string[] = [];
+    let aborted = false;
+    await processOne(
+      {
+        taken: async (_payload, ctx: JobContext) => {
+          await reclaim({ db: t.db, lease: 0, queue: "lease-fenced" });
+          await waitFor("the lease keeper to notice", async () => ctx.signal.aborted, 5_000);
+          aborted = true;
+          return "too late";
+        },
+      },
+      { db: t.db, queue: "lease-fenced", lease: 0.3, events: { "job:fenced": (e) => fenced.push(e.write) } },
+    );
+    expect(aborted).toBe(true);
+    expect(fenced).toEqual(["heartbeat", "complete"]);
+    // Taken back with no attempt left: the reclaim's verdict stands, the stale result did not land.
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "failed", result: null });
+  });
+
   it("heartbeat(token) never shortens the lease the claim was made with (audit 12.3)", async () => {
     const id = await enqueue("long-lease", null, { db: t.db, queue: "lease-hb" });
     const remaining: number[] = [];
