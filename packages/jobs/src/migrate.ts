@@ -37,7 +37,6 @@ function schemaNames(db: JobsDatabase): SchemaNames {
   return {
     table: db.table,
     schema,
-    prefix: "",
     // PostgreSQL and SQLite put an index in the table's schema when the name is qualified
     // on CREATE INDEX (SQLite) or implicitly (PostgreSQL); MariaDB scopes names per table.
     index: (name) => (db.dialect === "sqlite" && schema ? `${schema}.${quoteIdent(db.dialect, name)}` : quoteIdent(db.dialect, name)),

@@ -51,4 +51,12 @@ export const postgresMigrations: Migration[] = [
     // When the latest run started: wait time (started_at - run_at) on the dashboard and in metrics.
     statements: ({ table }) => [`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS started_at timestamptz`],
   },
+  {
+    version: 3,
+    name: "drop_recent_finished",
+    // Early 0.1 builds created these two indexes here; no statement reads through them and each
+    // costs an entry per claim or completion. DROP INDEX finds an index by schema, not by table.
+    statements: ({ schema, index }) =>
+      ["jobs_recent_finished", "jobs_claim_token"].map((name) => `DROP INDEX IF EXISTS ${schema ? `${schema}.` : ""}${index(name)}`),
+  },
 ];

@@ -53,4 +53,10 @@ export const sqliteMigrations: Migration[] = [
     name: "add_started_at",
     statements: ({ table }) => [`ALTER TABLE ${table} ADD COLUMN started_at INTEGER`],
   },
+  {
+    version: 3,
+    name: "drop_recent_finished",
+    // Early 0.1 builds created these two indexes here; no statement reads through them.
+    statements: ({ index }) => ["jobs_recent_finished", "jobs_claim_token"].map((name) => `DROP INDEX IF EXISTS ${index(name)}`),
+  },
 ];
