@@ -33,8 +33,8 @@ export class JobAbortedError extends Error {
 
 /**
  * A run's AbortController, made only when the handler reads `ctx.signal`. Most handlers never
- * do, and an AbortController with its signal was the largest single allocation per job (3% of
- * the worker's CPU on no-op jobs). Aborted before anyone looked, the signal comes out aborted.
+ * do, and an AbortController with its signal was the largest single allocation per job (see
+ * bench/BENCHMARKS.md). Aborted before anyone looked, the signal comes out aborted.
  */
 export class RunAbort {
   private controller: AbortController | null = null;

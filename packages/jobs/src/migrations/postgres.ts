@@ -35,7 +35,7 @@ export const postgresMigrations: Migration[] = [
       // (status is in the partial indexes' predicates), so every index that holds the row pays
       // a new entry per claim and per completion. Fewer entries, faster claims.
       `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${table} (idempotency_key) WHERE idempotency_key IS NOT NULL`,
-      // Seed dedup_key: one pending-or-running job per key; the key is free again once it ends.
+      // dedup_key: one pending-or-running job per key; the key is free again once it ends.
       `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${table} (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running')`,
       // The claim walks this in order and stops at LIMIT; finished rows are not in it at all,
       // so a table full of done jobs does not slow the claim.

@@ -39,7 +39,7 @@ export const sqliteMigrations: Migration[] = [
         // AUTOINCREMENT: an id is never reused after prune, as with PostgreSQL's identity.
         // NULLs are distinct in an SQLite unique index: jobs without a key never collide.
         `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${on} (idempotency_key) WHERE idempotency_key IS NOT NULL`,
-        // Seed dedup_key: one pending-or-running job per key (SQLite has partial indexes).
+        // dedup_key: one pending-or-running job per key (SQLite has partial indexes).
         `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${on} (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running')`,
         `CREATE INDEX ${index("jobs_claim")} ON ${on} (queue, priority DESC, id) WHERE status = 'pending'`,
         `CREATE INDEX ${index("jobs_running")} ON ${on} (locked_until) WHERE status = 'running'`,
