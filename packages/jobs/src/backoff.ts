@@ -1,4 +1,4 @@
-/** Seed rule: 10, 20, 40, 80, 160, 320, then 600 s for every later retry. */
+/** Retry delays double from 10 s and stop growing at 600 s: 10, 20, 40, 80, 160, 320, then 600 s for every later retry. */
 export const RETRY_BASE_SECONDS = 10;
 export const RETRY_CAP_SECONDS = 600;
 

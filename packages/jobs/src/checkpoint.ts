@@ -25,7 +25,7 @@ function saveProgressSql(db: JobsDatabase, now: string, leaseEnd: string): strin
 class Fenced extends Error {}
 
 /**
- * The seed's save_progress, made atomic with the handler's own writes. The fenced UPDATE runs
+ * Saves a job's progress atomically with the handler's own writes. The fenced UPDATE runs
  * first, so the row stays locked until COMMIT: a reclaim cannot take the job between the check
  * and the commit, and a stale worker's batch never lands.
  */

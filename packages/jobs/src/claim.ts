@@ -72,7 +72,7 @@ const CLAIM: PerDialect<(db: JobsDatabase, queues: number) => string | Script<Cl
   // Date per column) cost more per claimed job than the rest of the row.
   // The UPDATE finds the picked rows by `id = ANY(ARRAY(…))`, an index scan of the primary
   // key: joined `FROM picked`, the planner hash-joined a sequential scan of the whole table
-  // whenever it was small enough to look cheap (20,000 rows: 3.6 ms of a 4.2 ms claim).
+  // whenever it was small enough to look cheap, most of the claim's time (bench/BENCHMARKS.md).
   // One queue (most workers): the walk alone, without unnest, LATERAL and the merge sort — a
   // simpler plan to make and run on every wake-up. $1 is then the queue name, not an array.
   postgres: (db, queues) => `

@@ -23,7 +23,7 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
   // partial index — which statistics taken while nothing ran estimate at one row, turning
   // each batch into running-rows × batch comparisons — only from the primary key. And
   // `j.id = ANY($1)` makes that a primary-key index scan: with the join alone, a table of
-  // 20,000 rows was read whole and hash-joined (3.4 ms for 130 completions instead of ~1).
+  // 20,000 rows was read whole and hash-joined, a sequential scan per batch.
   postgres: (db) => `
     UPDATE ${db.table} AS j
     SET status = 'done', result = v.result::jsonb, finished_at = now(), updated_at = now(), locked_until = NULL, claim_token = NULL
@@ -31,8 +31,8 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
     WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim_token = v.token
     RETURNING j.id, v.token::text AS claim_token`,
   // One JSON array of [id, token, result] triples, read by one json_each: joining three
-  // json_each (one per array) on their keys was a nested loop — a batch of 1,000 took 89 ms
-  // and capped SQLite at ~9k jobs/s whatever the concurrency. Rows are found by id (rowid):
+  // json_each (one per array) on their keys was a nested loop, quadratic in the batch, that
+  // capped SQLite's throughput whatever the concurrency. Rows are found by id (rowid):
   // the unary + keeps `status = 'running'` from steering the planner to the jobs_running
   // index, a scan of every running row per element of the batch.
   sqlite: (db) => (executor, [ids, tokens, results]) =>

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
 import { JobError } from "./errors.js";
 import { JobsDatabase, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES, type DatabaseSettings } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
+import type { DialectName, Executor } from "./db/executor.js";
 import { checkIdentifier } from "./db/identifiers.js";
 import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool } from "./db/postgres.js";
 import { isPrivateSqlite, isSqliteDatabase } from "./db/sqlite.js";
@@ -48,6 +48,18 @@ function bindAny(client: unknown): Executor {
 }
 
 /**
+ * The backend `connect(url)` opens, without opening anything (no URL: `DATABASE_URL`, then the
+ * default SQLite file); null when no backend takes the URL.
+ */
+export function dialectOf(url?: string): DialectName | null {
+  const target = url ?? process.env.DATABASE_URL ?? `sqlite:${DEFAULT_SQLITE_FILE}`;
+  if (/^postgres(ql)?:\/\//i.test(target)) return "postgres";
+  if (/^(mysql|mariadb):\/\//i.test(target)) return "mysql";
+  if (/^sqlite:/i.test(target)) return "sqlite";
+  return null;
+}
+
+/**
  * Opens a queue database from a URL: `postgres://…` / `postgresql://…`, `mysql://…` /
  * `mariadb://…`, or `sqlite:<path>` (`sqlite::memory:` for tests).
  */
@@ -67,12 +79,13 @@ export function connectForReading(url?: string, options: ConnectOptions = {}): J
 function open(url: string | undefined, options: ConnectOptions, readOnly: boolean): JobsDatabase {
   const target = url ?? process.env.DATABASE_URL ?? `sqlite:${DEFAULT_SQLITE_FILE}`;
   const settings = settingsFrom(options);
+  const dialect = dialectOf(target);
   let executor: Executor;
-  if (/^postgres(ql)?:\/\//i.test(target)) {
+  if (dialect === "postgres") {
     executor = new PgPoolExecutor(createPgPool(target, options.poolSize), true);
-  } else if (/^(mysql|mariadb):\/\//i.test(target)) {
+  } else if (dialect === "mysql") {
     executor = createMysqlExecutor(target.replace(/^mariadb:/i, "mysql:"), options.poolSize);
-  } else if (/^sqlite:/i.test(target)) {
+  } else if (dialect === "sqlite") {
     const path = target.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
     if (!path) throw new JobError("sqlite URL needs a path: sqlite:./jobs.db or sqlite::memory:", "url");
     if (readOnly && !isPrivateSqlite(path) && !existsSync(path)) {

@@ -1,7 +1,7 @@
 import { resolveDb, type DbLike } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
+import { TABLE_NAME, type JobsDatabase } from "./db/database.js";
 import type { DialectName, Executor } from "./db/executor.js";
-import { quoteIdent } from "./db/identifiers.js";
+import { checkIdentifier, qualified, quoteIdent } from "./db/identifiers.js";
 import { onOneConnection } from "./db/mysql.js";
 import { mysqlMigrations } from "./migrations/mysql.js";
 import { postgresMigrations } from "./migrations/postgres.js";
@@ -32,23 +32,35 @@ export function latestVersion(dialect: DialectName): number {
   return Math.max(...migrationsFor(dialect).map((m) => m.version));
 }
 
-function schemaNames(db: JobsDatabase): SchemaNames {
-  const schema = db.schema ? quoteIdent(db.dialect, db.schema) : null;
+function schemaNames(dialect: DialectName, schemaName: string | null): SchemaNames {
+  const schema = schemaName ? quoteIdent(dialect, schemaName) : null;
   return {
-    table: db.table,
+    table: qualified(dialect, schemaName, TABLE_NAME),
     schema,
-    prefix: "",
     // PostgreSQL and SQLite put an index in the table's schema when the name is qualified
     // on CREATE INDEX (SQLite) or implicitly (PostgreSQL); MariaDB scopes names per table.
-    index: (name) => (db.dialect === "sqlite" && schema ? `${schema}.${quoteIdent(db.dialect, name)}` : quoteIdent(db.dialect, name)),
+    index: (name) => (dialect === "sqlite" && schema ? `${schema}.${quoteIdent(dialect, name)}` : quoteIdent(dialect, name)),
   };
 }
 
+export interface MigrationSql {
+  version: number;
+  name: string;
+  /** The version's statements, each ending in `;`. */
+  sql: string;
+}
+
 /** The migration SQL for review (`forge-jobs init`), one statement per entry, with a header per version. */
-export function migrationSql(db: JobsDatabase, fromVersion = 0): { version: number; name: string; sql: string }[] {
-  const names = schemaNames(db);
-  return migrationsFor(db.dialect)
-    .filter((m) => m.version > fromVersion)
+export function migrationSql(db: JobsDatabase, fromVersion = 0): MigrationSql[] {
+  return dialectMigrationSql(db.dialect, { schema: db.schema, fromVersion });
+}
+
+/** The same for a backend named directly, without a database to open (`forge-jobs init --dialect`). */
+export function dialectMigrationSql(dialect: DialectName, options: { schema?: string | null; fromVersion?: number } = {}): MigrationSql[] {
+  const schema = options.schema ? checkIdentifier(options.schema, "schema") : null;
+  const names = schemaNames(dialect, schema);
+  return migrationsFor(dialect)
+    .filter((m) => m.version > (options.fromVersion ?? 0))
     .map((m) => ({ version: m.version, name: m.name, sql: m.statements(names).map((s) => `${s};`).join("\n\n") + "\n" }));
 }
 
@@ -94,7 +106,7 @@ const CREATE_MIGRATIONS_TABLE: Record<DialectName, (t: string) => string> = {
 export async function migrate(options: { db?: DbLike } = {}): Promise<MigrateResult> {
   const db = resolveDb(options.db);
   const migrations = migrationsFor(db.dialect);
-  const names = schemaNames(db);
+  const names = schemaNames(db.dialect, db.schema);
   return LOCKS[db.dialect](db, async (tx) => {
     await tx.query(CREATE_MIGRATIONS_TABLE[db.dialect](db.migrationsTable));
     const done = new Set((await tx.query<{ version: number }>(`SELECT version FROM ${db.migrationsTable}`)).rows.map((r) => Number(r.version)));

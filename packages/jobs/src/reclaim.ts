@@ -28,7 +28,7 @@ export interface ReclaimedJob {
   status: "pending" | "failed";
 }
 
-/** The seed's rule: a lost worker gave no verdict, and the message must say so, unlike a handler's exception. */
+/** A lost worker gave no verdict, and the message must say so, unlike a handler's exception. */
 export const WORKER_LOST_PREFIX = "worker lost without a verdict";
 
 interface ReclaimedRow {
@@ -79,7 +79,7 @@ const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> =
   // below reads a column an earlier one changed.
   // No SKIP LOCKED here (unlike the claim): with InnoDB, reclaimers scanning the same index
   // at once each skipped rows that another had only half-locked, and expired jobs were left
-  // to nobody (five concurrent reclaims took 342 of 2000). A plain FOR UPDATE waits instead:
+  // to nobody (bench/BENCHMARKS.md). A plain FOR UPDATE waits instead:
   // a row a heartbeat held is re-read once it commits, so its fresh lease is still honoured,
   // and a second reclaimer finds the first one's rows already pending. Deadlocks are retried.
   mysql: (db) => (executor, [lease, queue, prefix]) =>

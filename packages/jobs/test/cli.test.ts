@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { access, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -64,7 +64,11 @@ describe("forge-jobs CLI: usage", () => {
       const result = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
       expect(result.code).toBe(0);
       const files = await readdir(dir);
-      expect(files.sort()).toEqual(["001_forge_jobs_create_jobs.postgres.sql", "002_forge_jobs_add_started_at.postgres.sql"]);
+      expect(files.sort()).toEqual([
+        "001_forge_jobs_create_jobs.postgres.sql",
+        "002_forge_jobs_add_started_at.postgres.sql",
+        "003_forge_jobs_drop_recent_finished.postgres.sql",
+      ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
       expect(again.stdout).toContain("already there");
@@ -87,6 +91,26 @@ describe("forge-jobs CLI: usage", () => {
         expect(result.stderr).toContain(`forge-jobs ${command}: error: no SQLite database at ${path}`);
         expect(await readdir(dir)).toEqual([]);
       }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("init takes the dialect from --dialect or the URL and opens no database (audit 13.7)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "forge-init-"));
+    try {
+      const mysql = await cli(["init", "--dir", join(dir, "m"), "--dialect", "mysql", "--schema", "app"]);
+      expect(mysql.code).toBe(0);
+      expect(await readFile(join(dir, "m", "001_forge_jobs_create_jobs.mysql.sql"), "utf8")).toContain("CREATE TABLE IF NOT EXISTS `app`.`jobs`");
+      // The URL only names the backend: the file it points to is never created.
+      const file = join(dir, "never-opened.db");
+      const sqlite = await cli(["init", "--dir", join(dir, "s"), "--database-url", `sqlite:${file}`]);
+      expect(sqlite.code).toBe(0);
+      expect((await readdir(join(dir, "s"))).every((f) => f.endsWith(".sqlite.sql"))).toBe(true);
+      await expect(access(file)).rejects.toThrow();
+      const bad = await cli(["init", "--dir", join(dir, "x"), "--dialect", "mysql", "--schema", "no-dashes"]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain("schema must be letters, digits and underscores");
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

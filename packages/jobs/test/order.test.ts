@@ -7,7 +7,7 @@ describe.each(backends())("claim order and delays ($name)", (backend) => {
   beforeAll(async () => (t = await backend.create()));
   afterAll(() => t.close());
 
-  it("names the seed's priorities", () => {
+  it("names the priorities -10, 0 and 10", () => {
     expect([PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH]).toEqual([-10, 0, 10]);
   });
 

@@ -39,7 +39,7 @@ describe.each(backends())("retries and failures ($name)", (backend) => {
     expect(failed!.lastError).toContain("Error: relay unreachable");
   });
 
-  it("the delay function follows the seed", () => {
+  it("the delay doubles from 10 s and stops growing at 600 s", () => {
     expect([1, 2, 3, 4, 5, 6, 7, 8, 50, 10_000].map(retryDelaySeconds)).toEqual([10, 20, 40, 80, 160, 320, 600, 600, 600, 600]);
   });
 

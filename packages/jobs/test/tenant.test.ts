@@ -12,7 +12,7 @@ describe.each(backends())("tenants ($name)", (backend) => {
     expect((await getJob(id, { db: t.db, tenant: "org-a" }))!.tenant).toBe("org-a");
     expect(await getJob(id, { db: t.db, tenant: "org-b" })).toBeNull();
     expect(await getJob(999_999_999, { db: t.db, tenant: "org-b" })).toBeNull();
-    // Internal (worker-side) reads see every tenant, as in the seed.
+    // Internal (worker-side) reads see every tenant: tenants scope what applications read, not what workers run.
     expect((await getJob(id, { db: t.db }))!.id).toBe(id);
   });
 

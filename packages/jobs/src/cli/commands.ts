@@ -1,16 +1,15 @@
 import { mkdir, writeFile, access } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { connect, connectForReading } from "../connect.js";
+import { connect, connectForReading, dialectOf } from "../connect.js";
 import type { JobsDatabase } from "../db/database.js";
-import type { DialectName } from "../db/executor.js";
-import { latestVersion, migrate, migrationSql, schemaVersion } from "../migrate.js";
+import { dialectMigrationSql, migrate } from "../migrate.js";
+import { connectionError, jobsPastLease, schemaState, tasksWithoutHandler } from "../health.js";
 import { prune } from "../admin.js";
 import { reclaim } from "../reclaim.js";
 import { statusCounts } from "../status.js";
 import type { Handlers } from "../types.js";
 import { createWorker } from "../worker.js";
-import { dbNow } from "../sql.js";
 import { timerMs } from "../timers.js";
 import { renderStatus } from "./table.js";
 import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";
@@ -51,23 +50,24 @@ export async function loadHandlers(modulePath: string): Promise<Handlers> {
 
 export async function init(p: Parsed, io: Io): Promise<void> {
   const dir = resolve((p.values.dir as string | undefined) ?? "migrations");
-  const dialect = p.values.dialect as DialectName | undefined;
-  if (dialect && !["postgres", "sqlite", "mysql"].includes(dialect)) throw new UsageError(`--dialect must be postgres, sqlite or mysql, got ${JSON.stringify(dialect)}`);
-  const db = dialect ? connect(dialect === "postgres" ? "postgres://localhost/unused" : dialect === "mysql" ? "mysql://localhost/unused" : "sqlite::memory:", p.values.schema ? { schema: p.values.schema as string } : {}) : openDatabase(p);
-  try {
-    await mkdir(dir, { recursive: true });
-    for (const migration of migrationSql(db)) {
-      const file = join(dir, `${String(migration.version).padStart(3, "0")}_forge_jobs_${migration.name}.${db.dialect}.sql`);
-      const exists = await access(file).then(() => true, () => false);
-      if (exists) {
-        io.out(`kept    ${file} (already there)\n`);
-        continue;
-      }
-      await writeFile(file, `-- @forge/jobs migration ${migration.version} (${migration.name}) for ${db.dialect}\n-- Review, then apply with your migration tool or with: forge-jobs migrate\n\n${migration.sql}`);
-      io.out(`wrote   ${file}\n`);
+  const dialect = (p.values.dialect as string | undefined) ?? dialectOf(p.values["database-url"] as string | undefined);
+  if (dialect !== "postgres" && dialect !== "sqlite" && dialect !== "mysql") {
+    throw new UsageError(
+      p.values.dialect === undefined
+        ? "the database URL names no backend: pass --dialect postgres, sqlite or mysql, or a postgres://, mysql:// or sqlite: URL"
+        : `--dialect must be postgres, sqlite or mysql, got ${JSON.stringify(dialect)}`,
+    );
+  }
+  await mkdir(dir, { recursive: true });
+  for (const migration of dialectMigrationSql(dialect, { schema: p.values.schema as string | undefined })) {
+    const file = join(dir, `${String(migration.version).padStart(3, "0")}_forge_jobs_${migration.name}.${dialect}.sql`);
+    const exists = await access(file).then(() => true, () => false);
+    if (exists) {
+      io.out(`kept    ${file} (already there)\n`);
+      continue;
     }
-  } finally {
-    await db.close();
+    await writeFile(file, `-- @forge/jobs migration ${migration.version} (${migration.name}) for ${dialect}\n-- Review, then apply with your migration tool or with: forge-jobs migrate\n\n${migration.sql}`);
+    io.out(`wrote   ${file}\n`);
   }
 }
 
@@ -179,31 +179,26 @@ export async function doctor(p: Parsed, io: Io): Promise<void> {
   const ok = (text: string) => io.out(`ok      ${text}\n`);
   const bad = (text: string) => (problems.push(text), io.out(`PROBLEM ${text}\n`));
   try {
-    try {
-      await db.executor.query("SELECT 1");
-      ok(`connected (${db.dialect})`);
-    } catch (error) {
-      bad(`cannot connect: ${(error as Error).message}`);
+    const unreachable = await connectionError(db);
+    if (unreachable !== null) {
+      bad(`cannot connect: ${unreachable}`);
       throw new ProblemsFound(`${problems.length} problem(s) found`);
     }
-    const version = await schemaVersion({ db });
-    const latest = latestVersion(db.dialect);
+    ok(`connected (${db.dialect})`);
+    const { version, latest } = await schemaState(db);
     if (version === 0) bad("the jobs schema is not applied: run forge-jobs migrate (or forge-jobs init to review the SQL)");
     else if (version < latest) bad(`the jobs schema is at version ${version}, this package needs ${latest}: run forge-jobs migrate`);
     else ok(`schema at version ${version} (current)`);
     if (version > 0) {
-      const now = dbNow(db.dialect);
-      const { rows } = await db.executor.query<{ n: number | string }>(`SELECT count(*) AS n FROM ${db.table} WHERE status = 'running' AND locked_until < ${now}`);
-      const stuck = Number(rows[0]?.n ?? 0);
+      const stuck = await jobsPastLease(db);
       if (stuck > 0) bad(`${stuck} job(s) running past their lease (worker lost?): workers reclaim them on their own, or run forge-jobs reclaim`);
       else ok("no job stuck past its lease");
       const handlersPath = p.values.handlers as string | undefined;
       if (handlersPath) {
         const handlers = await loadHandlers(handlersPath);
-        const { rows: tasks } = await db.executor.query<{ task: string; n: number | string }>(`SELECT task, count(*) AS n FROM ${db.table} WHERE status IN ('pending', 'running') GROUP BY task`);
-        const missing = tasks.filter((t) => !Object.prototype.hasOwnProperty.call(handlers, t.task));
-        if (missing.length) bad(`queued tasks without a handler in ${handlersPath}: ${missing.map((t) => `${t.task} (${t.n})`).join(", ")}`);
-        else ok(`every queued task has a handler (${tasks.length} task name(s) queued)`);
+        const { queued, missing } = await tasksWithoutHandler(db, (task) => Object.prototype.hasOwnProperty.call(handlers, task));
+        if (missing.length) bad(`queued tasks without a handler in ${handlersPath}: ${missing.map((t) => `${t.task} (${t.count})`).join(", ")}`);
+        else ok(`every queued task has a handler (${queued} task name(s) queued)`);
       }
     }
   } finally {

@@ -35,7 +35,7 @@ export const postgresMigrations: Migration[] = [
       // (status is in the partial indexes' predicates), so every index that holds the row pays
       // a new entry per claim and per completion. Fewer entries, faster claims.
       `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${table} (idempotency_key) WHERE idempotency_key IS NOT NULL`,
-      // Seed dedup_key: one pending-or-running job per key; the key is free again once it ends.
+      // dedup_key: one pending-or-running job per key; the key is free again once it ends.
       `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${table} (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running')`,
       // The claim walks this in order and stops at LIMIT; finished rows are not in it at all,
       // so a table full of done jobs does not slow the claim.
@@ -50,5 +50,13 @@ export const postgresMigrations: Migration[] = [
     name: "add_started_at",
     // When the latest run started: wait time (started_at - run_at) on the dashboard and in metrics.
     statements: ({ table }) => [`ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS started_at timestamptz`],
+  },
+  {
+    version: 3,
+    name: "drop_recent_finished",
+    // Early 0.1 builds created these two indexes here; no statement reads through them and each
+    // costs an entry per claim or completion. DROP INDEX finds an index by schema, not by table.
+    statements: ({ schema, index }) =>
+      ["jobs_recent_finished", "jobs_claim_token"].map((name) => `DROP INDEX IF EXISTS ${schema ? `${schema}.` : ""}${index(name)}`),
   },
 ];

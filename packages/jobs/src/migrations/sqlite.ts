@@ -39,7 +39,7 @@ export const sqliteMigrations: Migration[] = [
         // AUTOINCREMENT: an id is never reused after prune, as with PostgreSQL's identity.
         // NULLs are distinct in an SQLite unique index: jobs without a key never collide.
         `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${on} (idempotency_key) WHERE idempotency_key IS NOT NULL`,
-        // Seed dedup_key: one pending-or-running job per key (SQLite has partial indexes).
+        // dedup_key: one pending-or-running job per key (SQLite has partial indexes).
         `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${on} (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running')`,
         `CREATE INDEX ${index("jobs_claim")} ON ${on} (queue, priority DESC, id) WHERE status = 'pending'`,
         `CREATE INDEX ${index("jobs_running")} ON ${on} (locked_until) WHERE status = 'running'`,
@@ -52,5 +52,11 @@ export const sqliteMigrations: Migration[] = [
     version: 2,
     name: "add_started_at",
     statements: ({ table }) => [`ALTER TABLE ${table} ADD COLUMN started_at INTEGER`],
+  },
+  {
+    version: 3,
+    name: "drop_recent_finished",
+    // Early 0.1 builds created these two indexes here; no statement reads through them.
+    statements: ({ index }) => ["jobs_recent_finished", "jobs_claim_token"].map((name) => `DROP INDEX IF EXISTS ${index(name)}`),
   },
 ];

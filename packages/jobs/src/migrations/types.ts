@@ -4,8 +4,6 @@ export interface SchemaNames {
   table: string;
   /** Quoted schema, or null for the connection's default. */
   schema: string | null;
-  /** Prefix for index names (unquoted, safe). */
-  prefix: string;
   /** Quote an index or constraint name, qualified by schema where the dialect wants it. */
   index(name: string): string;
 }

@@ -92,7 +92,7 @@ const key = fc.oneof({ weight: 6, arbitrary: fc.constantFrom("k1", "k2", "k3", "
 // An explicit empty or null tenant is refused (scoping fails closed), so it is one case among
 // the others rather than most of them.
 const tenant = fc.oneof(
-  { weight: 8, arbitrary: fc.constantFrom(undefined, "t1", "t2") },
+  { weight: 20, arbitrary: fc.constantFrom(undefined, "t1", "t2") },
   { weight: 1, arbitrary: fc.constantFrom(null, "") },
   { weight: 1, arbitrary: text },
   { weight: 1, arbitrary: notText },

@@ -1,0 +1,91 @@
+/**
+ * Where the SQLite and MariaDB schemas deliberately differ from the PostgreSQL one
+ * (migrations/postgres.ts, the reference), each with its reason. The schema-parity test
+ * migrates all three backends and fails on any difference not listed here, and on any entry
+ * here that no longer matches a real difference: change a migration, change this list.
+ */
+
+export type OtherDialect = "sqlite" | "mysql";
+
+/**
+ * The column types each backend stores a PostgreSQL column type as (lower case, integer
+ * display widths dropped). A column whose type is in its PostgreSQL type's list is the same
+ * column.
+ */
+export const COLUMN_TYPES: Record<OtherDialect, Record<string, { types: readonly string[]; reason: string }>> = {
+  sqlite: {
+    bigint: { types: ["integer"], reason: "SQLite has one integer type, 64 bits wide" },
+    integer: { types: ["integer"], reason: "SQLite has one integer type, 64 bits wide" },
+    text: { types: ["text"], reason: "the same type" },
+    jsonb: { types: ["text"], reason: "no JSON type: the queue writes and parses the JSON itself" },
+    uuid: { types: ["text"], reason: "no uuid type: the token is its text form" },
+    "timestamp with time zone": {
+      types: ["integer"],
+      reason: "no timestamp type: epoch milliseconds in UTC, which compare and index as plain integers",
+    },
+  },
+  mysql: {
+    bigint: { types: ["bigint"], reason: "the same type" },
+    integer: { types: ["int"], reason: "the same type" },
+    text: {
+      types: ["varchar(16)", "varchar(255)", "text", "longtext"],
+      reason: "VARCHAR where the column is indexed or compared (InnoDB indexes TEXT only by a prefix), LONGTEXT for error messages",
+    },
+    jsonb: { types: ["longtext"], reason: "MariaDB's JSON is LONGTEXT anyway; the queue writes and parses the JSON itself" },
+    uuid: { types: ["char(36)"], reason: "no uuid type: the token is its text form" },
+    "timestamp with time zone": {
+      types: ["datetime(6)"],
+      reason: "TIMESTAMP ends in 2038 and converts by the session's time zone: DATETIME(6) holds UTC, microseconds kept",
+    },
+  },
+};
+
+export interface SchemaDifference {
+  dialect: OtherDialect;
+  /** `column <name>`, `index <name>`, `check <column>` or `primary key`, as the parity test names them. */
+  object: string;
+  /** What the backend has, as the parity test describes it; null when the backend has no such object. */
+  is: string | null;
+  reason: string;
+}
+
+const NO_PARTIAL_INDEXES = "MariaDB has no partial indexes: the predicate's status becomes the index's first column";
+
+export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
+  {
+    dialect: "mysql",
+    object: "column dedup_active",
+    is: "varchar(255) GENERATED AS case when status IN 'pending', 'running' then dedup_key end",
+    reason: "no partial unique index: the dedup key of a pending or running job, NULL otherwise, so that a UNIQUE index on it holds one active job per key",
+  },
+  {
+    dialect: "mysql",
+    object: "column neg_priority",
+    is: "bigint GENERATED AS -priority",
+    reason: "the claim's order is priority DESC, id ASC: an ascending index on (-priority, id) walks it forwards and LIMIT stops the scan and its row locks early",
+  },
+  {
+    dialect: "mysql",
+    object: "index jobs_idempotency_key",
+    is: "UNIQUE (idempotency_key)",
+    reason: "no partial indexes; NULLs are distinct in a unique index, so keyless jobs never collide",
+  },
+  { dialect: "mysql", object: "index jobs_dedup_key_active", is: "UNIQUE (dedup_active)", reason: "no partial indexes: see column dedup_active" },
+  {
+    dialect: "mysql",
+    object: "index jobs_dedup_key",
+    is: "(dedup_key)",
+    reason: "the loser of a dedup race re-reads the winner by dedup_key, which jobs_dedup_key_active (on dedup_active) cannot find",
+  },
+  { dialect: "mysql", object: "index jobs_claim", is: "(status, queue, neg_priority, id)", reason: `${NO_PARTIAL_INDEXES}; see column neg_priority` },
+  { dialect: "mysql", object: "index jobs_running", is: "(status, locked_until)", reason: NO_PARTIAL_INDEXES },
+  { dialect: "mysql", object: "index jobs_finished", is: "(status, finished_at)", reason: NO_PARTIAL_INDEXES },
+  { dialect: "mysql", object: "index jobs_tenant", is: "(tenant, id)", reason: "no partial indexes: jobs without a tenant have entries too" },
+  {
+    dialect: "mysql",
+    object: "index jobs_claim_token",
+    is: "(claim_token)",
+    reason:
+      "the lease extension has no UPDATE … RETURNING and first locks its rows by token (SELECT … FOR UPDATE); InnoDB locks every row a locking read scans, so without this index it would scan, and wait on, every running job, other workers' included",
+  },
+];
