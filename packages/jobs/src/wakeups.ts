@@ -1,7 +1,9 @@
 import type { JobsDatabase } from "./db/database.js";
 import type { Listener } from "./db/executor.js";
+import { backoffMs, type Backoff } from "./retry.js";
 
-const RESUBSCRIBE_DELAYS_MS = [100, 250, 500, 1000, 2000, 5000, 10000, 30000];
+/** Re-subscribing after a lost LISTEN connection: polling covers the gap, so no hurry past 30 s. */
+const RESUBSCRIBE_BACKOFF: Backoff = { firstMs: 100, maxMs: 30_000 };
 
 /**
  * LISTEN for new ready jobs, where the backend can push (PostgreSQL). On a lost connection it
@@ -42,7 +44,7 @@ export class Wakeups {
     this.listener = null;
     void listener?.close();
     if (this.retryTimer) return;
-    const delay = RESUBSCRIBE_DELAYS_MS[Math.min(this.failures++, RESUBSCRIBE_DELAYS_MS.length - 1)] as number;
+    const delay = backoffMs(RESUBSCRIBE_BACKOFF, this.failures++);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
       void this.start();
