@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,9 +17,25 @@ describe("the default database", () => {
     try {
       const env = { ...process.env };
       delete env.DATABASE_URL;
-      const { stdout } = await run(process.execPath, ["--import", tsx, script], { cwd, env, timeout: 60_000 });
+      const { stdout, stderr } = await run(process.execPath, ["--import", tsx, script], { cwd, env, timeout: 60_000 });
       expect(JSON.parse(stdout)).toEqual({ ran: true, status: "done", result: "hello world" });
+      // Said once, on stderr (stdout stays the program's), however many calls used it.
+      expect(stderr.match(/no db given/g)).toHaveLength(1);
+      expect(stderr).toContain(`using the default database: the SQLite file ${join(realpathSync(cwd), "forge-jobs.db")} (DATABASE_URL is not set)`);
       expect(existsSync(join(cwd, "forge-jobs.db"))).toBe(true);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
+  it("with DATABASE_URL set, the line names it", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "forge-jobs-default-"));
+    try {
+      const env = { ...process.env, DATABASE_URL: "sqlite:./from-env.db" };
+      const { stderr } = await run(process.execPath, ["--import", tsx, script], { cwd, env, timeout: 60_000 });
+      expect(stderr.match(/no db given/g)).toHaveLength(1);
+      expect(stderr).toContain("using the default database: DATABASE_URL (sqlite:./from-env.db)");
+      expect(existsSync(join(cwd, "from-env.db"))).toBe(true);
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }
