@@ -3,6 +3,7 @@ import { resolve as resolvePath } from "node:path";
 import { JobError } from "./errors.js";
 import { JobsDatabase, type DatabaseSettings } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
+import type { Logger } from "./logger.js";
 import { checkIdentifier } from "./db/identifiers.js";
 import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool } from "./db/postgres.js";
 import { isPrivateSqlite, isSqliteDatabase } from "./db/sqlite.js";
@@ -105,29 +106,33 @@ function defaultUrl(): string {
   return process.env.DATABASE_URL ?? `sqlite:${DEFAULT_SQLITE_FILE}`;
 }
 
-let defaultAnnounced = false;
+/** Which database the default connection opened, until a logger has been told (then null). */
+let defaultUnannounced: { database: string; source: "DATABASE_URL" | "default SQLite file" } | null = null;
 
 /**
  * Called with no `db`, a function opens `DATABASE_URL`, else the SQLite file `forge-jobs.db` in
- * the working directory. That stays (the contract's default), but not silently: a process
- * that lost its DATABASE_URL would otherwise queue into a fresh local file, and its jobs look
- * lost. One line on stderr, once per process (stdout may be a command's JSON output); there is
- * no logger this deep, and a `db` given explicitly never prints.
+ * the working directory. That stays (the contract's default), but said once: a process that
+ * lost its DATABASE_URL would otherwise queue into a fresh local file, and its jobs look lost.
+ * A library prints nothing unless given a logger, so it is said, at info level, through the
+ * first logger that reaches this (a worker's, processOne's, drain's), once per opening.
  */
-function announceDefault(): void {
-  if (defaultAnnounced) return;
-  defaultAnnounced = true;
-  const url = process.env.DATABASE_URL;
-  const opened = url === undefined ? `the SQLite file ${resolvePath(DEFAULT_SQLITE_FILE)} (DATABASE_URL is not set)` : `DATABASE_URL (${redact(url)})`;
-  console.warn(`@forge/jobs: no db given, using the default database: ${opened}; pass { db } to choose one`);
+function announceDefault(logger: Logger | undefined): void {
+  if (!defaultUnannounced || !logger) return;
+  const { database, source } = defaultUnannounced;
+  defaultUnannounced = null;
+  logger.info({ database, source }, `@forge/jobs: no db given, using the default database ${database} (${source}); pass { db } to choose one`);
 }
 
-export function resolveDb(db: DbLike | undefined): JobsDatabase {
+/** The queue database for a call's `db`; `logger`, when the caller has one, hears which default was opened. */
+export function resolveDb(db: DbLike | undefined, logger?: Logger): JobsDatabase {
   if (db === undefined || db === null) {
     if (!defaultDatabase) {
       defaultDatabase = connect();
-      announceDefault();
+      const url = process.env.DATABASE_URL;
+      defaultUnannounced =
+        url === undefined ? { database: resolvePath(DEFAULT_SQLITE_FILE), source: "default SQLite file" } : { database: redact(url), source: "DATABASE_URL" };
     }
+    announceDefault(logger);
     return defaultDatabase;
   }
   if (db instanceof JobsDatabase) return db;
