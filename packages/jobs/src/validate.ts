@@ -67,7 +67,7 @@ export function checkInteger(value: unknown, field: string, min: number, max = I
   return value;
 }
 
-/** Durations are seconds, as in the seed; fractions are allowed. */
+/** Durations are seconds everywhere; fractions are allowed. */
 export function checkSeconds(value: unknown, field: string, min = 0): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value < min) {
     throw new JobError(`${field} must be a number of seconds ≥ ${min}, got ${describe(value)}`, field);
