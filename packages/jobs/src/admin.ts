@@ -1,24 +1,18 @@
-import { resolveDb, type DbLike } from "./connect.js";
+import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { mysqlNowPlus } from "./db/mysql.js";
 import { sqliteNowPlus } from "./db/sqlite.js";
 import { JobError } from "./errors.js";
 import { dbNow, forDialect, type PerDialect } from "./sql.js";
+import { ADMIN_OPTION_KEYS, PRUNE_OPTION_KEYS, checkOptions, type AdminOptions, type PruneOptions } from "./options.js";
 import { isUniqueViolation } from "./sql-errors.js";
-import { checkJobId, checkKnownOptions, checkSeconds, checkTenant } from "./validate.js";
+import { checkJobId, checkSeconds, checkTenant, describe } from "./validate.js";
 
-export interface AdminOptions {
-  db?: DbLike;
-  /**
-   * Only act on this tenant's job (another tenant's reads as "not found": false). Leave it out
-   * to act on any tenant's job; an empty or non-string tenant is a JobError.
-   */
-  tenant?: string;
-}
+export type { AdminOptions, PruneOptions } from "./options.js";
 
 /** Checked before anything runs: a typo'd option (`tenantId`) must not act unscoped. */
 function checkAdminCall(id: unknown, options: AdminOptions, where: string): { db: JobsDatabase; tenant: string | null } {
-  checkKnownOptions(options, ["db", "tenant"], where);
+  checkOptions(options, ADMIN_OPTION_KEYS, where);
   checkJobId(id);
   const tenant = checkTenant(options.tenant, "tenant", "any tenant's job");
   return { db: resolveDb(options.db), tenant };
@@ -80,11 +74,23 @@ const OLDER_THAN: PerDialect<(seconds: string) => string> = {
   mysql: (s) => mysqlNowPlus(s, "-"),
 };
 
+const FINISHED = ["done", "failed", "cancelled"] as const;
+
+/** A non-empty list of finished states: anything else would delete nothing, or be an SQL error (`IN ()`). */
+function checkStatuses(value: unknown): readonly string[] {
+  if (value === undefined) return FINISHED;
+  if (!Array.isArray(value) || value.length === 0 || !value.every((s) => (FINISHED as readonly unknown[]).includes(s))) {
+    throw new JobError(`prune: statuses must be a non-empty list of ${FINISHED.map((s) => JSON.stringify(s)).join(", ")}, got ${Array.isArray(value) ? JSON.stringify(value) : describe(value)}`, "statuses");
+  }
+  return [...new Set(value as string[])];
+}
+
 /** Deletes finished jobs (done, failed, cancelled) that ended more than `olderThan` seconds ago. */
-export async function prune(options: { olderThan: number; db?: DbLike; statuses?: ("done" | "failed" | "cancelled")[] }): Promise<number> {
-  const db = resolveDb(options.db);
+export async function prune(options: PruneOptions): Promise<number> {
+  checkOptions(options, PRUNE_OPTION_KEYS, "prune");
   const olderThan = checkSeconds(options.olderThan, "olderThan");
-  const statuses = options.statuses ?? ["done", "failed", "cancelled"];
+  const statuses = checkStatuses(options.statuses);
+  const db = resolveDb(options.db);
   const placeholders = statuses.map((_, i) => `$${i + 2}`).join(", ");
   const { rowCount } = await db.executor.query(
     `DELETE FROM ${db.table} WHERE status IN (${placeholders}) AND finished_at < ${forDialect(OLDER_THAN, db.dialect, "prune")("$1")}`,

@@ -1,30 +1,26 @@
 import { existsSync } from "node:fs";
 import { resolve as resolvePath } from "node:path";
 import { JobError } from "./errors.js";
-import { JobsDatabase, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES, type DatabaseSettings } from "./db/database.js";
+import { JobsDatabase, type DatabaseSettings } from "./db/database.js";
 import type { DialectName, Executor } from "./db/executor.js";
+import type { Logger } from "./logger.js";
 import { checkIdentifier } from "./db/identifiers.js";
 import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool } from "./db/postgres.js";
 import { isPrivateSqlite, isSqliteDatabase } from "./db/sqlite.js";
 import { createSqliteExecutor, wrapSqliteDatabase } from "./db/sqlite-open.js";
 import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnection, wrapMysqlPool } from "./db/mysql.js";
+import {
+  CONNECT_OPTION_KEYS,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_MAX_RESULT_BYTES,
+  DEFAULT_SQLITE_FILE,
+  checkOptions,
+  type ConnectOptions,
+  type DbLike,
+} from "./options.js";
 
-/** Where the queue lives when neither `db` nor `DATABASE_URL` says: an SQLite file in the working directory. */
-export const DEFAULT_SQLITE_FILE = "forge-jobs.db";
-
-export interface ConnectOptions {
-  /** PostgreSQL schema (or MariaDB database) holding the jobs table. Default: the connection's own. */
-  schema?: string;
-  /** Largest serialized payload `enqueue` accepts, in bytes. Default 1 MiB. */
-  maxPayloadBytes?: number;
-  /** Largest serialized handler result stored, in bytes; a larger result fails its job. Default 1 MiB. */
-  maxResultBytes?: number;
-  /** Connections in the pool (PostgreSQL, MariaDB). Default 10. */
-  poolSize?: number;
-}
-
-/** Anything a public function accepts as `db`. */
-export type DbLike = JobsDatabase | object;
+export { DEFAULT_SQLITE_FILE } from "./options.js";
+export type { ConnectOptions, DbLike } from "./options.js";
 
 function byteLimit(value: number | undefined, fallback: number, field: string): number {
   const limit = value ?? fallback;
@@ -32,7 +28,8 @@ function byteLimit(value: number | undefined, fallback: number, field: string): 
   return limit;
 }
 
-function settingsFrom(options: ConnectOptions): DatabaseSettings {
+function settingsFrom(options: ConnectOptions, where: string): DatabaseSettings {
+  checkOptions(options, CONNECT_OPTION_KEYS, where);
   return {
     schema: options.schema === undefined ? null : checkIdentifier(options.schema, "schema"),
     maxPayloadBytes: byteLimit(options.maxPayloadBytes, DEFAULT_MAX_PAYLOAD_BYTES, "maxPayloadBytes"),
@@ -77,8 +74,8 @@ export function connectForReading(url?: string, options: ConnectOptions = {}): J
 }
 
 function open(url: string | undefined, options: ConnectOptions, readOnly: boolean): JobsDatabase {
-  const target = url ?? process.env.DATABASE_URL ?? `sqlite:${DEFAULT_SQLITE_FILE}`;
-  const settings = settingsFrom(options);
+  const target = url ?? defaultUrl();
+  const settings = settingsFrom(options, "connect");
   const dialect = dialectOf(target);
   let executor: Executor;
   if (dialect === "postgres") {
@@ -103,7 +100,7 @@ function open(url: string | undefined, options: ConnectOptions, readOnly: boolea
 
 /** Wraps a driver object the application already has, keeping one wrapper per object. */
 export function fromDriver(db: object, options: ConnectOptions = {}): JobsDatabase {
-  const settings = settingsFrom(options);
+  const settings = settingsFrom(options, "fromDriver");
   if (isPgPool(db)) return new JobsDatabase(new PgPoolExecutor(db, false), settings, bindAny);
   if (isPgClient(db)) return new JobsDatabase(new PgClientExecutor(db), settings, bindAny);
   if (isMysqlPool(db)) return new JobsDatabase(wrapMysqlPool(db), settings, bindAny);
@@ -118,9 +115,37 @@ export function fromDriver(db: object, options: ConnectOptions = {}): JobsDataba
 const wrapped = new WeakMap<object, JobsDatabase>();
 let defaultDatabase: JobsDatabase | undefined;
 
-export function resolveDb(db: DbLike | undefined): JobsDatabase {
+function defaultUrl(): string {
+  return process.env.DATABASE_URL ?? `sqlite:${DEFAULT_SQLITE_FILE}`;
+}
+
+/** Which database the default connection opened, until a logger has been told (then null). */
+let defaultUnannounced: { database: string; source: "DATABASE_URL" | "default SQLite file" } | null = null;
+
+/**
+ * Called with no `db`, a function opens `DATABASE_URL`, else the SQLite file `forge-jobs.db` in
+ * the working directory. That stays (the contract's default), but said once: a process that
+ * lost its DATABASE_URL would otherwise queue into a fresh local file, and its jobs look lost.
+ * A library prints nothing unless given a logger, so it is said, at info level, through the
+ * first logger that reaches this (a worker's, processOne's, drain's), once per opening.
+ */
+function announceDefault(logger: Logger | undefined): void {
+  if (!defaultUnannounced || !logger) return;
+  const { database, source } = defaultUnannounced;
+  defaultUnannounced = null;
+  logger.info({ database, source }, `@forge/jobs: no db given, using the default database ${database} (${source}); pass { db } to choose one`);
+}
+
+/** The queue database for a call's `db`; `logger`, when the caller has one, hears which default was opened. */
+export function resolveDb(db: DbLike | undefined, logger?: Logger): JobsDatabase {
   if (db === undefined || db === null) {
-    defaultDatabase ??= connect();
+    if (!defaultDatabase) {
+      defaultDatabase = connect();
+      const url = process.env.DATABASE_URL;
+      defaultUnannounced =
+        url === undefined ? { database: resolvePath(DEFAULT_SQLITE_FILE), source: "default SQLite file" } : { database: redact(url), source: "DATABASE_URL" };
+    }
+    announceDefault(logger);
     return defaultDatabase;
   }
   if (db instanceof JobsDatabase) return db;

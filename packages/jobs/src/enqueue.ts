@@ -1,58 +1,29 @@
-import { resolveDb, type DbLike } from "./connect.js";
+import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
-import { mysqlNowPlus, refuseWarnings } from "./db/mysql.js";
-import { sqliteNowPlus } from "./db/sqlite.js";
 import { JobError } from "./errors.js";
-import { checkPayloadsFit } from "./packet.js";
-import { toJsonText } from "./payload.js";
+import { insertStatement } from "./insert-statement.js";
 import { findExisting, snapshotError } from "./key-conflicts.js";
+import { hasKey, isItemShaped, prepareJob, type InsertedRow, type NewJob } from "./new-job.js";
+import {
+  DEFAULT_QUEUE,
+  ENQUEUE_ITEM_KEYS,
+  ENQUEUE_MANY_OPTION_KEYS,
+  ENQUEUE_OPTION_KEYS,
+  checkOptions,
+  type EnqueueManyItem,
+  type EnqueueManyOptions,
+  type EnqueueOptions,
+} from "./options.js";
+import { checkPayloadsFit } from "./packet.js";
 import { isSerializationFailure } from "./sql-errors.js";
 import { countEnqueued, withEnqueueSpan, type StoredTraceContext } from "./telemetry.js";
-import { forDialect, runSql, valuesList, type PerDialect, type Script } from "./sql.js";
+import { forDialect, runSql, type PerDialect } from "./sql.js";
 import type { PayloadOf } from "./types.js";
-import { checkInteger, checkKnownOptions, checkName, checkOptionalKey, checkSeconds, checkTenant } from "./validate.js";
+import { checkName } from "./validate.js";
 
-export interface JobOptions {
-  /** Queue name. Default "default". */
-  queue?: string;
-  /** Total runs allowed (first run included). Default 1: a job runs once unless it asks for retries. */
-  maxAttempts?: number;
-  /** Seconds before the job may run. Default 0. */
-  availableIn?: number;
-  /** Larger runs first; PRIORITY_LOW/NORMAL/HIGH are -10/0/10. Default 0. */
-  priority?: number;
-  /** Same key → same job id, for as long as the row exists. Empty = no key. */
-  idempotencyKey?: string;
-  /** At most one pending-or-running job per key; free again once that job ends. */
-  dedupKey?: string;
-  /**
-   * Owner of the job (an organisation, an account): tenant-scoped reads never see other tenants' jobs.
-   * Leave it out for a job without a tenant; an empty or non-string tenant is a JobError.
-   */
-  tenant?: string;
-}
+export type { EnqueueManyItem, EnqueueManyOptions, EnqueueOptions, JobOptions } from "./options.js";
 
-export interface EnqueueOptions extends JobOptions {
-  /** A database from connect(), a pool, or a client inside your own transaction. */
-  db?: DbLike;
-}
-
-export interface EnqueueManyItem<T extends string = string> extends Omit<JobOptions, "queue"> {
-  task: T;
-  payload?: PayloadOf<T>;
-  queue?: string;
-}
-
-export interface EnqueueManyOptions {
-  queue?: string;
-  db?: DbLike;
-}
-
-const JOB_OPTION_KEYS = ["queue", "maxAttempts", "availableIn", "priority", "idempotencyKey", "dedupKey", "tenant"] as const;
-const ENQUEUE_KEYS = [...JOB_OPTION_KEYS, "db"];
-const ITEM_KEYS = ["task", "payload", ...JOB_OPTION_KEYS];
-const ITEM_KEY_SET = new Set(ITEM_KEYS);
 /** Bounded retry on the residual race: the winner can end, releasing its key, between our conflict and our re-read. */
 const MAX_ENQUEUE_ATTEMPTS = 3;
 /**
@@ -65,91 +36,15 @@ const CHUNK: PerDialect<{ rows: number; bytes: number }> = {
   sqlite: { rows: 2000, bytes: Infinity },
   mysql: { rows: 1000, bytes: 4 * 1024 * 1024 },
 };
-/** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
-const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
-
-/** One validated row, ready to insert. */
-interface NewJob {
-  queue: string;
-  task: string;
-  payload: string | null;
-  priority: number;
-  maxAttempts: number;
-  delay: number;
-  tenant: string | null;
-  idempotencyKey: string | null;
-  dedupKey: string | null;
-  /** JSON of the enqueuing span's context (OpenTelemetry), or null. */
-  trace: string | null;
-}
-
-/**
- * A delay in seconds that every backend can add to its clock. Checked here, with the rest of
- * the input, for every dialect: on PostgreSQL a huge one used to reach the INSERT and come back
- * as the driver's "timestamp out of range" instead of a JobError.
- */
-function checkDelay(value: unknown, field: string): number {
-  const delay = checkSeconds(value, field);
-  if (delay > MAX_DELAY_SECONDS) throw new JobError(`${field} must be at most ${MAX_DELAY_SECONDS} seconds (1000 years), got ${delay}`, field);
-  return delay;
-}
-
-/** Task and queue names already checked: a bulk enqueue checks its one task name once. */
-const checkedNames = new Set<string>();
-
-function checkedName(value: unknown, field: () => string): string {
-  if (typeof value === "string" && checkedNames.has(value)) return value;
-  const name = checkName(value, field());
-  if (checkedNames.size < 1000) checkedNames.add(name);
-  return name;
-}
-
-/** `where` is the item's index in enqueueMany, or null; field names are built only for an error. */
-function prepare(task: unknown, payload: unknown, options: JobOptions, defaultQueue: string, maxPayloadBytes: number, where: number | null): NewJob {
-  const field = (name: string) => (where === null ? name : `items[${where}].${name}`);
-  const json = toJsonText(payload, () => field("payload"));
-  if (json !== null && json.length * 3 > maxPayloadBytes && Buffer.byteLength(json) > maxPayloadBytes) {
-    throw new JobError(
-      `${field("payload")} is ${Buffer.byteLength(json)} bytes of JSON; the limit is ${maxPayloadBytes} (store large data elsewhere and pass a reference, or raise maxPayloadBytes in connect())`,
-      field("payload"),
-    );
-  }
-  return {
-    task: checkedName(task, () => field("task")),
-    queue: options.queue === undefined ? defaultQueue : checkedName(options.queue, () => field("queue")),
-    payload: json,
-    priority: options.priority === undefined ? 0 : checkInteger(options.priority, field("priority"), -2_147_483_648),
-    maxAttempts: options.maxAttempts === undefined ? 1 : checkInteger(options.maxAttempts, field("maxAttempts"), 1, 1_000_000),
-    delay: options.availableIn === undefined ? 0 : checkDelay(options.availableIn, field("availableIn")),
-    tenant: checkTenant(options.tenant, field("tenant"), "a job without a tenant"),
-    idempotencyKey: options.idempotencyKey == null ? null : checkOptionalKey(options.idempotencyKey, field("idempotencyKey")),
-    dedupKey: options.dedupKey == null ? null : checkOptionalKey(options.dedupKey, field("dedupKey")),
-    trace: null,
-  };
-}
-
-/** The usual item, checked without building its "items[i]" label (checkOptionsObject explains the rest). */
-function isItemShaped(item: unknown): boolean {
-  if (typeof item !== "object" || item === null || Array.isArray(item)) return false;
-  for (const key in item) if (!ITEM_KEY_SET.has(key)) return false;
-  return true;
-}
-
-function checkOptionsObject(options: unknown, allowed: readonly string[], where: string): void {
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new JobError(`${where}: options must be an object, got ${Array.isArray(options) ? "an array" : typeof options}`, "options");
-  }
-  checkKnownOptions(options as object, allowed, where);
-}
 
 /**
  * Enqueues a job and returns its id. With `db` set to a client inside your transaction, the
  * job becomes visible to workers only when you commit (transactional enqueue).
  */
 export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>, options: EnqueueOptions = {}): Promise<number> {
-  checkOptionsObject(options, ENQUEUE_KEYS, "enqueue");
+  checkOptions(options, ENQUEUE_OPTION_KEYS, "enqueue");
   const db = resolveDb(options.db);
-  const job = prepare(task, payload, options, "default", db.settings.maxPayloadBytes, null);
+  const job = prepareJob(task, payload, options, DEFAULT_QUEUE, db.settings.maxPayloadBytes, null);
   if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) => insertJobs(db, db.executor, [traced(job, trace)], ownField));
   wakeLocalWorkers(db, [job]);
@@ -171,13 +66,13 @@ function traced(job: NewJob, trace: StoredTraceContext | null): NewJob {
 
 /** Enqueues many jobs, all or nothing, one round trip per chunk; ids come back in input order. */
 export async function enqueueMany<T extends string>(items: readonly EnqueueManyItem<T>[], options: EnqueueManyOptions = {}): Promise<number[]> {
-  checkOptionsObject(options, ["queue", "db"], "enqueueMany");
+  checkOptions(options, ENQUEUE_MANY_OPTION_KEYS, "enqueueMany");
   if (!Array.isArray(items)) throw new JobError("enqueueMany: items must be an array of { task, payload, ...options }", "items");
   const db = resolveDb(options.db);
-  const defaultQueue = options.queue === undefined ? "default" : checkName(options.queue, "queue");
+  const defaultQueue = options.queue === undefined ? DEFAULT_QUEUE : checkName(options.queue, "queue");
   const jobs = items.map((item, i) => {
-    if (!isItemShaped(item)) checkOptionsObject(item, ITEM_KEYS, `enqueueMany: items[${i}]`);
-    return prepare(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, i);
+    if (!isItemShaped(item)) checkOptions(item, ENQUEUE_ITEM_KEYS, `enqueueMany: items[${i}]`);
+    return prepareJob(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, i);
   });
   if (jobs.length === 0) return [];
   if (db.dialect === "mysql") await checkPayloadsFit(db, jobs.map((j) => j.payload), (i) => `items[${i}].payload`);
@@ -199,10 +94,6 @@ const ownField: FieldName = (_index, field) => field;
 
 function itemField(offset: number): FieldName {
   return (index, field) => `items[${offset + index}].${field}`;
-}
-
-function hasKey(job: NewJob): boolean {
-  return job.idempotencyKey !== null || job.dedupKey !== null;
 }
 
 /**
@@ -245,143 +136,6 @@ function chunked(jobs: NewJob[], limit: { rows: number; bytes: number }): NewJob
   }
   chunks.push(current);
   return chunks;
-}
-
-interface InsertedRow {
-  id: number | string;
-  idempotency_key: string | null;
-  dedup_key: string | null;
-}
-
-const INSERT_COLUMNS = "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context";
-
-/** A column of the PostgreSQL insert: its value in a job, its SQL type, how the row uses it. */
-interface PgColumn {
-  value: (job: NewJob) => unknown;
-  type: string;
-  expr: (ref: string) => string;
-}
-
-const PG_COLUMNS: readonly PgColumn[] = [
-  { value: (j) => j.queue, type: "text", expr: (r) => r },
-  { value: (j) => j.task, type: "text", expr: (r) => r },
-  { value: (j) => j.payload, type: "text", expr: (r) => `${r}::jsonb` },
-  { value: (j) => j.priority, type: "int", expr: (r) => r },
-  { value: (j) => j.maxAttempts, type: "int", expr: (r) => r },
-  { value: (j) => j.delay, type: "float8", expr: (r) => `now() + make_interval(secs => ${r})` },
-  { value: (j) => j.tenant, type: "text", expr: (r) => r },
-  { value: (j) => j.idempotencyKey, type: "text", expr: (r) => r },
-  { value: (j) => j.dedupKey, type: "text", expr: (r) => r },
-  { value: (j) => j.trace, type: "text", expr: (r) => `${r}::jsonb` },
-];
-const PAYLOAD_COLUMN = 2;
-
-/**
- * One PostgreSQL statement for one row or thousands: a NOTIFY per queue that has a job ready
- * now, ids out. A column whose value every job of the chunk shares (the queue, the task, the
- * priority… of a typical bulk enqueue) is sent once, as a scalar; only the others go in as
- * arrays for unnest — building, escaping and parsing arrays of identical values was a third
- * of a bulk insert's cost. ON CONFLICT only when a job has a key: without one no unique index
- * can conflict, and every row skips the speculative insertion. One job: no arrays at all.
- */
-function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: string; params: unknown[]; keyless: boolean } {
-  const params: unknown[] = [db.channel];
-  const arrays: string[] = [];
-  const names: string[] = [];
-  const exprs = PG_COLUMNS.map((column, c) => {
-    const first = column.value(jobs[0] as NewJob);
-    const shared = c === PAYLOAD_COLUMN ? jobs.length === 1 : jobs.every((j) => column.value(j) === first);
-    if (shared) {
-      params.push(first);
-      return column.expr(`$${params.length}::${column.type}`);
-    }
-    names.push(`c${c}`);
-    if (c === PAYLOAD_COLUMN) {
-      // Payloads are JSON text already: one JSON array of them is a join, where a text[]
-      // literal escapes every quote of every payload (pg's escapeElement) and PostgreSQL
-      // unescapes it again. A JSON null element is a job without payload (SQL NULL).
-      params.push(`[${jobs.map((j) => j.payload ?? "null").join(",")}]`);
-      arrays.push(`jsonb_array_elements($${params.length}::jsonb)`);
-      return `NULLIF(v.c${c}, 'null'::jsonb)`;
-    }
-    params.push(jobs.map(column.value));
-    arrays.push(`unnest($${params.length}::${column.type}[])`);
-    return column.expr(`v.c${c}`);
-  });
-  const keyed = jobs.some((j) => j.idempotencyKey !== null || j.dedupKey !== null);
-  const conflict = keyed ? "ON CONFLICT DO NOTHING" : "";
-  if (arrays.length === 0) {
-    // One job: a plain VALUES row and its NOTIFY inline, lighter to plan than the unnest form.
-    // Without keys, only the id comes back; a job due now notifies, a delayed one does not.
-    const job = jobs[0] as NewJob;
-    // ($1, the channel, must appear in the statement either way, or it has no type.)
-    const woke = job.delay === 0 ? "pg_notify($1, queue)" : "$1::text";
-    const sql = keyed
-      ? `
-      WITH ins AS (
-        INSERT INTO ${db.table} (${INSERT_COLUMNS}) VALUES (${exprs.join(", ")}) ${conflict}
-        RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
-      )
-      SELECT id, idempotency_key, dedup_key, CASE WHEN ready THEN pg_notify($1, queue) END AS woke FROM ins`
-      : `
-      WITH ins AS (INSERT INTO ${db.table} (${INSERT_COLUMNS}) VALUES (${exprs.join(", ")}) RETURNING id, queue)
-      SELECT id, ${woke} AS woke FROM ins`;
-    return { sql, params, keyless: !keyed };
-  }
-  // Ids follow input order: the identity is drawn row by row, in ORDER BY ord.
-  // ROWS FROM zips the arrays element by element, as a multi-argument unnest does.
-  const source = `FROM ROWS FROM (${arrays.join(", ")}) WITH ORDINALITY AS v(${names.join(", ")}, ord) ORDER BY ord`;
-  // Without keys nothing can conflict: every job gets a row, and the ids come back as one
-  // array in id order (= input order) instead of a row each.
-  const result = keyed
-    ? "SELECT id, idempotency_key, dedup_key, (SELECT n FROM woke) AS woke FROM ins ORDER BY id"
-    : "SELECT array_agg(id ORDER BY id)::text AS ids, (SELECT n FROM woke) AS woke FROM ins";
-  const sql = `
-    WITH ins AS (
-      INSERT INTO ${db.table} (${INSERT_COLUMNS})
-      SELECT ${exprs.join(", ")} ${source}
-      ${conflict}
-      RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
-    ), woke AS (
-      SELECT count(pg_notify($1, queue)) AS n FROM (SELECT DISTINCT queue FROM ins WHERE ready) r
-    )
-    ${result}`;
-  return { sql, params, keyless: !keyed };
-}
-
-// PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
-const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Script<InsertedRow>>, "postgres"> = {
-  // Multi-row VALUES: rows are inserted, and numbered, in input order. ON CONFLICT DO NOTHING
-  // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
-  sqlite: (db, rows) => `
-    INSERT INTO ${db.table} (${INSERT_COLUMNS})
-    VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${sqliteNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
-    ON CONFLICT DO NOTHING
-    RETURNING id, idempotency_key, dedup_key`,
-  // INSERT IGNORE … RETURNING returns the inserted rows only, like ON CONFLICT DO NOTHING
-  // (ON DUPLICATE KEY UPDATE would return the existing rows too, hiding whose they are). IGNORE
-  // would also turn bad data into warnings, so any warning besides the duplicates fails the
-  // insert, inside a transaction that then rolls back.
-  mysql: (db, rows) => (executor, params) =>
-    executor.transaction(async (tx) => {
-      const inserted = await tx.query<InsertedRow>(
-        `INSERT IGNORE INTO ${db.table} (${INSERT_COLUMNS})
-         VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${mysqlNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
-         RETURNING id, idempotency_key, dedup_key`,
-        params,
-      );
-      await refuseWarnings(tx, rows - inserted.rows.length);
-      return inserted;
-    }),
-};
-
-function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[]; keyless?: boolean } {
-  if (db.dialect === "postgres") return pgInsert(db, jobs);
-  // SQLite, MariaDB: one row after the other, as valuesList numbers them.
-  return {
-    sql: INSERT[db.dialect](db, jobs.length),
-    params: jobs.flatMap((j) => [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey, j.trace]),
-  };
 }
 
 /** How an error names a job's option: `dedupKey` for enqueue, `items[3].dedupKey` for enqueueMany. */

@@ -1,12 +1,11 @@
-import { resolveDb, type DbLike } from "./connect.js";
+import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
-import { checkSeconds } from "./validate.js";
+import { HEARTBEAT_OPTION_KEYS, checkLease, checkOptions, type HeartbeatOptions } from "./options.js";
 import { MYSQL_NOW } from "./db/mysql.js";
 import { SQLITE_NOW } from "./db/sqlite.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
-/** Default lease, in seconds: an orphaned job is back in work about this long after its worker died. */
-export const DEFAULT_LEASE_SECONDS = 30;
+export { DEFAULT_LEASE_SECONDS } from "./options.js";
 
 /**
  * Extensions sent per lease while a job is held: a lease survives two lost or late ones
@@ -101,10 +100,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * claimed with, or by `lease` seconds when that is longer — never less. False when the token
  * names no running job — the work may be being redone elsewhere; stop.
  */
-export async function heartbeat(token: string, options: { lease?: number; db?: DbLike } = {}): Promise<boolean> {
-  const db = resolveDb(options.db);
+export async function heartbeat(token: string, options: HeartbeatOptions = {}): Promise<boolean> {
+  checkOptions(options, HEARTBEAT_OPTION_KEYS, "heartbeat");
   // Omitted: the lease the job holds (0 asks for nothing more).
-  const lease = options.lease === undefined ? 0 : checkSeconds(options.lease, "lease", 0.001);
+  const lease = options.lease === undefined ? 0 : checkLease(options.lease);
+  const db = resolveDb(options.db);
   if (typeof token !== "string" || !UUID.test(token)) return false;
   return extendByToken(db, token, lease);
 }

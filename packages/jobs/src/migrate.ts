@@ -1,4 +1,4 @@
-import { resolveDb, type DbLike } from "./connect.js";
+import { resolveDb } from "./connect.js";
 import { TABLE_NAME, type JobsDatabase } from "./db/database.js";
 import type { DialectName, Executor } from "./db/executor.js";
 import { checkIdentifier, qualified, quoteIdent } from "./db/identifiers.js";
@@ -7,6 +7,7 @@ import { mysqlMigrations } from "./migrations/mysql.js";
 import { postgresMigrations } from "./migrations/postgres.js";
 import { sqliteMigrations } from "./migrations/sqlite.js";
 import type { Migration, SchemaNames } from "./migrations/types.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
 
 const MIGRATIONS: Record<DialectName, Migration[]> = {
   postgres: postgresMigrations,
@@ -103,7 +104,8 @@ const CREATE_MIGRATIONS_TABLE: Record<DialectName, (t: string) => string> = {
 };
 
 /** Applies the pending migrations under the backend's lock and records each version. */
-export async function migrate(options: { db?: DbLike } = {}): Promise<MigrateResult> {
+export async function migrate(options: DatabaseOptions = {}): Promise<MigrateResult> {
+  checkOptions(options, DATABASE_OPTION_KEYS, "migrate");
   const db = resolveDb(options.db);
   const migrations = migrationsFor(db.dialect);
   const names = schemaNames(db.dialect, db.schema);
@@ -122,7 +124,8 @@ export async function migrate(options: { db?: DbLike } = {}): Promise<MigrateRes
 }
 
 /** The applied schema version, or 0 when the queue was never migrated. Read-only. */
-export async function schemaVersion(options: { db?: DbLike } = {}): Promise<number> {
+export async function schemaVersion(options: DatabaseOptions = {}): Promise<number> {
+  checkOptions(options, DATABASE_OPTION_KEYS, "schemaVersion");
   const db = resolveDb(options.db);
   try {
     const { rows } = await db.executor.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${db.migrationsTable}`);

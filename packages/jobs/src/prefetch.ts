@@ -1,5 +1,5 @@
-/** The most jobs an automatic prefetch holds beyond the running ones. */
-export const MAX_AUTO_PREFETCH = 500;
+import { MAX_AUTO_PREFETCH } from "./options.js";
+
 /** Claim round trips the buffer should cover at full speed. */
 const ROUND_TRIPS_COVERED = 2;
 /** Weight of the newest sample in the running averages: recent runs count most, one outlier does not swing the size. */

@@ -8,31 +8,24 @@ import { jobInfo, runHandler } from "./execute.js";
 import { DEFAULT_LEASE_SECONDS, EXTENSIONS_PER_LEASE, extendLeases } from "./lease.js";
 import { silentLogger, type Logger } from "./logger.js";
 import type { Handlers } from "./types.js";
-import { checkInteger, checkKnownOptions, checkName, checkSeconds } from "./validate.js";
+import { DEFAULT_QUEUE, DRAIN_OPTION_KEYS, PROCESS_OPTION_KEYS, checkLease, checkOptions, type DrainOptions, type ProcessOptions } from "./options.js";
+import { checkInteger, checkName } from "./validate.js";
+
+export type { DrainOptions, ProcessOptions } from "./options.js";
 import { randomUUID } from "node:crypto";
 import { settle, type RunDeps, type RunOutcome, type SettleWrites } from "./settle.js";
 import { instrumentEmitter } from "./telemetry.js";
 import { timerMs } from "./timers.js";
 
-export interface ProcessOptions {
-  queue?: string;
-  db?: DbLike;
-  /** Seconds; a job not finished by then may be reclaimed. Default 30. */
-  lease?: number;
-  events?: WorkerEventHandlers;
-  logger?: Logger;
-}
-
-const PROCESS_KEYS = ["queue", "db", "lease", "events", "logger"];
 
 function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
   const emitter = new WorkerEmitter(options.events);
   instrumentEmitter(emitter);
   return {
-    queue: options.queue === undefined ? "default" : checkName(options.queue, "queue"),
+    queue: options.queue === undefined ? DEFAULT_QUEUE : checkName(options.queue, "queue"),
     deps: {
-      db: resolveDb(options.db).forWorker(),
-      lease: options.lease === undefined ? DEFAULT_LEASE_SECONDS : checkSeconds(options.lease, "lease", 0.001),
+      db: resolveDb(options.db, options.logger).forWorker(),
+      lease: options.lease === undefined ? DEFAULT_LEASE_SECONDS : checkLease(options.lease),
       emitter,
       logger: options.logger ?? silentLogger,
     },
@@ -80,21 +73,15 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
 
 /** Claims and runs one job of `queue`; false when none was ready. */
 export async function processOne(handlers: Handlers, options: ProcessOptions = {}): Promise<boolean> {
-  checkKnownOptions(options, PROCESS_KEYS, "processOne");
+  checkOptions(options, PROCESS_OPTION_KEYS, "processOne");
   const { deps, queue } = depsFrom(options);
   return processNext(handlers, deps, queue, `processOne:${randomUUID()}`);
 }
 
-export interface DrainOptions extends ProcessOptions {
-  /** Stop after this many jobs. */
-  maxJobs?: number;
-  /** Stop (between jobs) once this fires. */
-  signal?: AbortSignal;
-}
 
 /** Runs ready jobs one after another until the queue has none ready; returns how many ran. */
 export async function drain(handlers: Handlers, options: DrainOptions = {}): Promise<number> {
-  checkKnownOptions(options, [...PROCESS_KEYS, "maxJobs", "signal"], "drain");
+  checkOptions(options, DRAIN_OPTION_KEYS, "drain");
   const { deps, queue } = depsFrom(options);
   const maxJobs = options.maxJobs === undefined ? Infinity : checkInteger(options.maxJobs, "maxJobs", 0, Number.MAX_SAFE_INTEGER);
   const workerId = `drain:${randomUUID()}`;

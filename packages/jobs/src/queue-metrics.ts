@@ -1,5 +1,6 @@
 import type * as Otel from "@opentelemetry/api";
-import { resolveDb, type DbLike } from "./connect.js";
+import { resolveDb } from "./connect.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
 import { statusCounts } from "./status.js";
 import { otelApi } from "./telemetry.js";
 
@@ -10,7 +11,8 @@ import { otelApi } from "./telemetry.js";
  * Does nothing without `@opentelemetry/api`. Register it in one process (say, the web app), not
  * in every worker: each collection runs one read-only query.
  */
-export function observeQueueDepth(options: { db?: DbLike } = {}): () => void {
+export function observeQueueDepth(options: DatabaseOptions = {}): () => void {
+  checkOptions(options, DATABASE_OPTION_KEYS, "observeQueueDepth");
   const otel = otelApi();
   if (!otel) return () => undefined;
   const db = resolveDb(options.db);

@@ -1,20 +1,12 @@
-import { resolveDb, type DbLike } from "./connect.js";
+import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
 import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
-import { checkKnownOptions, checkName, checkSeconds } from "./validate.js";
+import { RECLAIM_OPTION_KEYS, checkOptions, type ReclaimOptions } from "./options.js";
+import { checkName, checkSeconds } from "./validate.js";
 
-export interface ReclaimOptions {
-  /**
-   * Take back running jobs whose last heartbeat is older than this many seconds (0 = every
-   * running job). Omitted: jobs whose own lease has expired.
-   */
-  lease?: number;
-  /** Only this queue. */
-  queue?: string;
-  db?: DbLike;
-}
+export type { ReclaimOptions } from "./options.js";
 
 export interface ReclaimedJob {
   id: number;
@@ -112,23 +104,27 @@ const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> =
     }),
 };
 
-export async function reclaimJobs(db: JobsDatabase, lease: number | null, queue: string | null): Promise<ReclaimedJob[]> {
+/**
+ * `silentFor`: seconds without a heartbeat after which a running job is taken back, whatever
+ * lease it holds (0 = every running job); null: only jobs whose own lease has expired.
+ */
+export async function reclaimJobs(db: JobsDatabase, silentFor: number | null, queue: string | null): Promise<ReclaimedJob[]> {
   const { rows } = await runSql<ReclaimedRow>(
     db.executor,
     forDialect(RECLAIM, db.dialect, "reclaim")(db),
-    [lease, queue, WORKER_LOST_PREFIX],
+    [silentFor, queue, WORKER_LOST_PREFIX],
   );
   return rows.map((r) => ({ id: Number(r.id), queue: r.queue, task: r.task, attempts: Number(r.attempts), status: r.status }));
 }
 
 /**
  * Takes back jobs whose worker is gone: pending again while attempts remain, otherwise failed
- * with a `last_error` that says the worker was lost without a verdict.
+ * with a `last_error` that says the worker was lost without a verdict. The option is named
+ * `lease` by the contract; it means "no heartbeat for this many seconds" (see ReclaimOptions).
  */
 export async function reclaim(options: ReclaimOptions = {}): Promise<ReclaimedJob[]> {
-  checkKnownOptions(options, ["lease", "queue", "db"], "reclaim");
-  const db = resolveDb(options.db);
-  const lease = options.lease === undefined ? null : checkSeconds(options.lease, "lease");
+  checkOptions(options, RECLAIM_OPTION_KEYS, "reclaim");
+  const silentFor = options.lease === undefined ? null : checkSeconds(options.lease, "lease");
   const queue = options.queue === undefined ? null : checkName(options.queue, "queue");
-  return reclaimJobs(db, lease, queue);
+  return reclaimJobs(resolveDb(options.db), silentFor, queue);
 }

@@ -1,20 +1,14 @@
-import { resolveDb, type DbLike } from "./connect.js";
+import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { JOB_COLUMNS, toJob, type JobRow } from "./job-row.js";
 import { MYSQL_NOW } from "./db/mysql.js";
 import { SQLITE_NOW } from "./db/sqlite.js";
 import { forDialect, type PerDialect } from "./sql.js";
 import type { Job, QueueStatus, StatusCountsByState } from "./types.js";
-import { checkJobId, checkKnownOptions, checkName, checkTenant } from "./validate.js";
+import { DEFAULT_QUEUE, QUEUE_READ_OPTION_KEYS, READ_OPTION_KEYS, checkOptions, type QueueReadOptions, type ReadOptions } from "./options.js";
+import { checkJobId, checkName, checkTenant } from "./validate.js";
 
-export interface ReadOptions {
-  db?: DbLike;
-  /**
-   * Only this tenant's jobs: another tenant's job reads as "not found". Leave it out to read
-   * every tenant's jobs; an empty or non-string tenant is a JobError, never "every tenant".
-   */
-  tenant?: string;
-}
+export type { ReadOptions } from "./options.js";
 
 /** Said in every read's error: what leaving the tenant out does. */
 const EVERY_TENANT = "every tenant's jobs";
@@ -24,7 +18,7 @@ const EVERY_TENANT = "every tenant's jobs";
  * An id that cannot be a job's (NaN, 1.5, "3", 0, -1) is a JobError.
  */
 export async function getJob(id: number, options: ReadOptions = {}): Promise<Job | null> {
-  checkKnownOptions(options, ["db", "tenant"], "getJob");
+  checkOptions(options, READ_OPTION_KEYS, "getJob");
   checkJobId(id);
   const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);
   const db = resolveDb(options.db);
@@ -36,10 +30,10 @@ export async function getJob(id: number, options: ReadOptions = {}): Promise<Job
 }
 
 /** Jobs waiting in a queue, delayed ones included (see `statusCounts` for the ready ones). */
-export async function pendingCount(options: ReadOptions & { queue?: string } = {}): Promise<number> {
-  checkKnownOptions(options, ["db", "tenant", "queue"], "pendingCount");
+export async function pendingCount(options: QueueReadOptions = {}): Promise<number> {
+  checkOptions(options, QUEUE_READ_OPTION_KEYS, "pendingCount");
   const db = resolveDb(options.db);
-  const queue = options.queue === undefined ? "default" : checkName(options.queue, "queue");
+  const queue = options.queue === undefined ? DEFAULT_QUEUE : checkName(options.queue, "queue");
   const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);
   const { rows } = await db.executor.query<{ n: number | string }>(
     `SELECT count(*) AS n FROM ${db.table} WHERE status = 'pending' AND queue = $1${tenant === null ? "" : " AND tenant = $2"}`,
@@ -82,8 +76,8 @@ const COUNTS: PerDialect<(db: JobsDatabase, where: string) => string> = {
  * Per-queue counters, read in a read-only transaction: a diagnostic never changes what it
  * looks at.
  */
-export async function statusCounts(options: ReadOptions & { queue?: string } = {}): Promise<QueueStatus[]> {
-  checkKnownOptions(options, ["db", "tenant", "queue"], "statusCounts");
+export async function statusCounts(options: QueueReadOptions = {}): Promise<QueueStatus[]> {
+  checkOptions(options, QUEUE_READ_OPTION_KEYS, "statusCounts");
   const db = resolveDb(options.db);
   const queue = options.queue === undefined ? null : checkName(options.queue, "queue");
   const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);

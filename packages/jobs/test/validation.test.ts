@@ -1,5 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, enqueueMany, JobError } from "../src/index.js";
+import {
+  cancelJob,
+  connect,
+  drain,
+  enqueue,
+  enqueueMany,
+  getJob,
+  heartbeat,
+  JobError,
+  migrate,
+  observeQueueDepth,
+  pendingCount,
+  processOne,
+  prune,
+  reclaim,
+  retryJob,
+  runWorker,
+  schemaVersion,
+  statusCounts,
+} from "../src/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("bad input is refused with JobError and writes nothing ($name)", (backend) => {
@@ -76,5 +95,89 @@ describe.each(backends())("bad input is refused with JobError and writes nothing
     const id = await enqueue(task, { q: "it's \"quoted\"; DELETE" }, { db: t.db, queue: "q'; --" });
     const [row] = await t.sql<{ task: string; queue: string }>("SELECT task, queue FROM {jobs} WHERE id = $1", [id]);
     expect(row).toEqual({ task, queue: "q'; --" });
+  });
+});
+
+const TOKEN = "00000000-0000-4000-8000-000000000000";
+
+describe.each(backends())("every entry point refuses unknown options and a lease under the minimum, changing nothing ($name)", (backend) => {
+  let t: TestDatabase;
+  let pending: number;
+  beforeAll(async () => {
+    t = await backend.create();
+    pending = await enqueue("t", null, { db: t.db });
+    // A finished job a prune that ran would delete (olderThan: 0 below).
+    await cancelJob(await enqueue("t", null, { db: t.db }), { db: t.db });
+  });
+  afterAll(() => t.close());
+
+  async function snapshot(): Promise<unknown[]> {
+    return t.sql("SELECT id, status, attempts, locked_until FROM {jobs} ORDER BY id");
+  }
+
+  const cases: [string, () => Promise<unknown>, RegExp][] = [
+    ["cancelJob, unknown option", () => cancelJob(pending, { db: t.db, tenantID: "a" } as never), /^cancelJob: unknown option "tenantID"; allowed: db, tenant$/],
+    ["retryJob, unknown option", () => retryJob(pending, { db: t.db, force: true } as never), /^retryJob: unknown option "force"/],
+    ["cancelJob, options not an object", () => cancelJob(pending, "now" as never), /^cancelJob: options must be an object, got string/],
+    ["prune, unknown option", () => prune({ db: t.db, olderThan: 0, status: ["done"] } as never), /^prune: unknown option "status"; allowed: olderThan, statuses, db$/],
+    ["prune, options not an object", () => prune(null as never), /^prune: options must be an object, got null/],
+    ["prune, empty statuses", () => prune({ db: t.db, olderThan: 0, statuses: [] }), /^prune: statuses must be a non-empty list of "done", "failed", "cancelled", got \[\]/],
+    ["prune, a status that never ends", () => prune({ db: t.db, olderThan: 0, statuses: ["running"] as never }), /statuses must be a non-empty list .* got \["running"\]/],
+    ["prune, statuses not a list", () => prune({ db: t.db, olderThan: 0, statuses: "cancelled" as never }), /statuses must be a non-empty list .* got "cancelled"/],
+    ["migrate, unknown option", () => migrate({ db: t.db, schema: "x" } as never), /^migrate: unknown option "schema"; allowed: db$/],
+    ["schemaVersion, unknown option", () => schemaVersion({ db: t.db, dryRun: true } as never), /^schemaVersion: unknown option "dryRun"/],
+    ["heartbeat, unknown option", () => heartbeat(TOKEN, { db: t.db, leaseSeconds: 60 } as never), /^heartbeat: unknown option "leaseSeconds"; allowed: lease, db$/],
+    ["heartbeat, options not an object", () => heartbeat(TOKEN, 60 as never), /^heartbeat: options must be an object, got number/],
+    ["heartbeat, lease 0", () => heartbeat(TOKEN, { db: t.db, lease: 0 }), /^lease must be a number of seconds ≥ 0\.001, got 0$/],
+    ["heartbeat, negative lease", () => heartbeat(TOKEN, { db: t.db, lease: -5 }), /^lease must be a number of seconds ≥ 0\.001/],
+    ["processOne, lease 0", () => processOne({}, { db: t.db, lease: 0 }), /^lease must be a number of seconds ≥ 0\.001, got 0$/],
+    ["drain, lease 0", () => drain({}, { db: t.db, lease: 0 }), /^lease must be a number of seconds ≥ 0\.001, got 0$/],
+    ["runWorker, lease 0", () => runWorker({}, { db: t.db, lease: 0 }), /^lease must be a number of seconds ≥ 0\.001, got 0$/],
+    ["reclaim, unknown option", () => reclaim({ db: t.db, silentFor: 0 } as never), /^reclaim: unknown option "silentFor"; allowed: lease, queue, db$/],
+    ["reclaim, negative silence", () => reclaim({ db: t.db, lease: -1 }), /^lease must be a number of seconds ≥ 0, got -1/],
+    ["getJob, unknown option", () => getJob(pending, { db: t.db, tenantId: "a" } as never), /^getJob: unknown option "tenantId"/],
+    ["pendingCount, unknown option", () => pendingCount({ db: t.db, queues: ["a"] } as never), /^pendingCount: unknown option "queues"/],
+    ["statusCounts, unknown option", () => statusCounts({ db: t.db, tenants: [] } as never), /^statusCounts: unknown option "tenants"/],
+    ["enqueueMany, unknown option", () => enqueueMany([{ task: "t" }], { db: t.db, priority: 1 } as never), /^enqueueMany: unknown option "priority"; allowed: queue, db$/],
+    ["observeQueueDepth, unknown option", async () => observeQueueDepth({ db: t.db, interval: 5 } as never), /^observeQueueDepth: unknown option "interval"; allowed: db$/],
+    ["connect, unknown option", async () => connect(t.url, { schemaName: "x" } as never), /^connect: unknown option "schemaName"; allowed: schema, maxPayloadBytes, maxResultBytes, poolSize$/],
+  ];
+
+  it.each(cases)("%s", async (_name, call, message) => {
+    const before = await snapshot();
+    const error = await call().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(JobError);
+    expect((error as Error).message).toMatch(message);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("heartbeat refuses lease 0 for a job it holds, and an omitted lease keeps the lease the job holds", async () => {
+    await enqueue("beat", null, { db: t.db, queue: "beat" });
+    let refused: unknown;
+    let kept: boolean | undefined;
+    const ran = await processOne(
+      {
+        beat: async (_p: unknown, ctx) => {
+          refused = await heartbeat(ctx.claimToken, { db: t.db, lease: 0 }).catch((e: unknown) => e);
+          kept = await heartbeat(ctx.claimToken, { db: t.db });
+        },
+      },
+      { db: t.db, queue: "beat", lease: 60 },
+    );
+    expect(ran).toBe(true);
+    expect(refused).toBeInstanceOf(JobError);
+    expect((refused as Error).message).toMatch(/lease must be a number of seconds ≥ 0\.001, got 0/);
+    expect(kept).toBe(true);
+  });
+
+  it("prune with valid statuses still deletes what it names", async () => {
+    const id = await enqueue("t", null, { db: t.db, queue: "prune" });
+    await cancelJob(id, { db: t.db });
+    await t.sql(`UPDATE {jobs} SET finished_at = ${backend.name === "sqlite" ? "0" : "'2000-01-01'"} WHERE id = $1`, [id]);
+    expect(await prune({ db: t.db, olderThan: 3600, statuses: ["cancelled", "cancelled"] })).toBeGreaterThanOrEqual(1);
+    expect(await getJob(id, { db: t.db })).toBeNull();
   });
 });

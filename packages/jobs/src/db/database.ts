@@ -3,10 +3,6 @@ import { qualified } from "./identifiers.js";
 
 export const TABLE_NAME = "jobs";
 export const MIGRATIONS_TABLE = "forge_jobs_migrations";
-/** Default cap on a serialized payload; large data belongs elsewhere, passed by reference. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
-/** Default cap on a handler's serialized result, for the same reason. */
-export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
 
 export interface DatabaseSettings {
   /** PostgreSQL schema / MariaDB database holding the jobs table; null = the connection's default. */

@@ -1,0 +1,92 @@
+import { JobError } from "./errors.js";
+import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, ENQUEUE_ITEM_KEYS, type JobOptions } from "./options.js";
+import { toJsonText } from "./payload.js";
+import { checkInteger, checkName, checkOptionalKey, checkSeconds, checkTenant } from "./validate.js";
+
+/** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
+const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
+const ITEM_KEY_SET = new Set(ENQUEUE_ITEM_KEYS);
+
+/** The jobs table's columns an insert fills, in the order of NewJob's values in every statement. */
+export const INSERT_COLUMNS = "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context";
+
+/** One validated row, ready to insert. */
+export interface NewJob {
+  queue: string;
+  task: string;
+  payload: string | null;
+  priority: number;
+  maxAttempts: number;
+  delay: number;
+  tenant: string | null;
+  idempotencyKey: string | null;
+  dedupKey: string | null;
+  /** JSON of the enqueuing span's context (OpenTelemetry), or null. */
+  trace: string | null;
+}
+
+/** What an insert returns for each row it wrote (a keyed job that conflicted returns none). */
+export interface InsertedRow {
+  id: number | string;
+  idempotency_key: string | null;
+  dedup_key: string | null;
+}
+
+export function hasKey(job: NewJob): boolean {
+  return job.idempotencyKey !== null || job.dedupKey !== null;
+}
+
+/**
+ * A delay in seconds that every backend can add to its clock. Checked here, with the rest of
+ * the input, for every dialect: on PostgreSQL a huge one used to reach the INSERT and come back
+ * as the driver's "timestamp out of range" instead of a JobError.
+ */
+function checkDelay(value: unknown, field: string): number {
+  const delay = checkSeconds(value, field);
+  if (delay > MAX_DELAY_SECONDS) throw new JobError(`${field} must be at most ${MAX_DELAY_SECONDS} seconds (1000 years), got ${delay}`, field);
+  return delay;
+}
+
+/** Task and queue names already checked: a bulk enqueue checks its one task name once. */
+const checkedNames = new Set<string>();
+
+function checkedName(value: unknown, field: () => string): string {
+  if (typeof value === "string" && checkedNames.has(value)) return value;
+  const name = checkName(value, field());
+  if (checkedNames.size < 1000) checkedNames.add(name);
+  return name;
+}
+
+/**
+ * Checks a job given as arguments and turns it into a row. `where` is the item's index in
+ * enqueueMany, or null; field names are built only for an error.
+ */
+export function prepareJob(task: unknown, payload: unknown, options: JobOptions, defaultQueue: string, maxPayloadBytes: number, where: number | null): NewJob {
+  const field = (name: string) => (where === null ? name : `items[${where}].${name}`);
+  const json = toJsonText(payload, () => field("payload"));
+  if (json !== null && json.length * 3 > maxPayloadBytes && Buffer.byteLength(json) > maxPayloadBytes) {
+    throw new JobError(
+      `${field("payload")} is ${Buffer.byteLength(json)} bytes of JSON; the limit is ${maxPayloadBytes} (store large data elsewhere and pass a reference, or raise maxPayloadBytes in connect())`,
+      field("payload"),
+    );
+  }
+  return {
+    task: checkedName(task, () => field("task")),
+    queue: options.queue === undefined ? defaultQueue : checkedName(options.queue, () => field("queue")),
+    payload: json,
+    priority: options.priority === undefined ? DEFAULT_PRIORITY : checkInteger(options.priority, field("priority"), -2_147_483_648),
+    maxAttempts: options.maxAttempts === undefined ? DEFAULT_MAX_ATTEMPTS : checkInteger(options.maxAttempts, field("maxAttempts"), 1, 1_000_000),
+    delay: options.availableIn === undefined ? DEFAULT_AVAILABLE_IN : checkDelay(options.availableIn, field("availableIn")),
+    tenant: checkTenant(options.tenant, field("tenant"), "a job without a tenant"),
+    idempotencyKey: options.idempotencyKey == null ? null : checkOptionalKey(options.idempotencyKey, field("idempotencyKey")),
+    dedupKey: options.dedupKey == null ? null : checkOptionalKey(options.dedupKey, field("dedupKey")),
+    trace: null,
+  };
+}
+
+/** The usual enqueueMany item, checked without building its "items[i]" label (checkOptions explains the rest). */
+export function isItemShaped(item: unknown): boolean {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) return false;
+  for (const key in item) if (!ITEM_KEY_SET.has(key)) return false;
+  return true;
+}

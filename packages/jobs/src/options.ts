@@ -1,0 +1,242 @@
+import type { JobsDatabase } from "./db/database.js";
+import { JobError } from "./errors.js";
+import type { WorkerEventHandlers } from "./events.js";
+import type { Logger } from "./logger.js";
+import type { PayloadOf } from "./types.js";
+import { checkKnownOptions, checkSeconds } from "./validate.js";
+
+// Every public option: its type, its default and its key list, here and nowhere else. A key
+// list is the keys of a `Record<keyof Options, true>`, so the compiler refuses a list that
+// misses a key of its interface or names one it does not have.
+
+/** Anything a public function accepts as `db`. */
+export type DbLike = JobsDatabase | object;
+
+export const DEFAULT_QUEUE = "default";
+/** Total runs allowed, the first included. */
+export const DEFAULT_MAX_ATTEMPTS = 1;
+export const DEFAULT_PRIORITY = 0;
+export const DEFAULT_AVAILABLE_IN = 0;
+/** Default lease, in seconds: an orphaned job is back in work about this long after its worker died. */
+export const DEFAULT_LEASE_SECONDS = 30;
+/**
+ * The shortest lease any entry point grants (worker, processOne, drain, heartbeat): a lease of
+ * 0 would hand the job to the next claimer while its handler runs.
+ */
+export const MIN_LEASE_SECONDS = 0.001;
+/** Where the queue lives when neither `db` nor `DATABASE_URL` says: an SQLite file in the working directory. */
+export const DEFAULT_SQLITE_FILE = "forge-jobs.db";
+/** Default cap on a serialized payload; large data belongs elsewhere, passed by reference. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** Default cap on a handler's serialized result, for the same reason. */
+export const DEFAULT_MAX_RESULT_BYTES = 1024 * 1024;
+/** The most jobs an automatic prefetch claims ahead of free slots. */
+export const MAX_AUTO_PREFETCH = 500;
+
+export const WORKER_DEFAULTS = {
+  queue: DEFAULT_QUEUE,
+  concurrency: 10,
+  prefetch: "auto",
+  pollInterval: 1,
+  lease: DEFAULT_LEASE_SECONDS,
+  gracePeriod: 10,
+  sweepInterval: 5,
+} as const satisfies Partial<Record<keyof WorkerOptions, unknown>>;
+
+export interface JobOptions {
+  /** Queue name. Default "default". */
+  queue?: string;
+  /** Total runs allowed (first run included). Default 1. */
+  maxAttempts?: number;
+  /** Seconds before the job may run. Default 0. */
+  availableIn?: number;
+  /** Larger runs first; PRIORITY_LOW/NORMAL/HIGH are -10/0/10. Default 0. */
+  priority?: number;
+  /** Same key → same job id, for as long as the row exists. Empty = no key. */
+  idempotencyKey?: string;
+  /** At most one pending-or-running job per key; free again once that job ends. */
+  dedupKey?: string;
+  /**
+   * Owner of the job (an organisation id): tenant-scoped reads never see other tenants' jobs.
+   * Leave it out for a job without a tenant; an empty or non-string tenant is a JobError.
+   */
+  tenant?: string;
+}
+
+export interface EnqueueOptions extends JobOptions {
+  /** A database from connect(), a pool, or a client inside your own transaction. */
+  db?: DbLike;
+}
+
+export interface EnqueueManyItem<T extends string = string> extends Omit<JobOptions, "queue"> {
+  task: T;
+  payload?: PayloadOf<T>;
+  queue?: string;
+}
+
+export interface EnqueueManyOptions {
+  queue?: string;
+  db?: DbLike;
+}
+
+export interface WorkerOptions {
+  /** A queue name or a list of them. Default "default". */
+  queue?: string | readonly string[];
+  /** Handlers running at once. Default 10. */
+  concurrency?: number;
+  /**
+   * Jobs claimed ahead of free slots, so a finished job's slot refills without a round trip.
+   * Default "auto": as many as finish during two claim round trips (measured), at most 500 —
+   * large batches for quick jobs, next to none for slow ones (no worker hoards long jobs).
+   */
+  prefetch?: number | "auto";
+  /** Seconds between polls when no wake-up arrives (delayed jobs, backends without LISTEN). Default 1. */
+  pollInterval?: number;
+  /** Seconds a claim lasts; extended automatically while the job runs. Default 30. */
+  lease?: number;
+  /** Seconds in-flight jobs get to finish on shutdown before they are handed back. Default 10. */
+  gracePeriod?: number;
+  /** Seconds between this worker's sweeps for jobs of lost workers (0 = never). Default 5. */
+  sweepInterval?: number;
+  /** Stops the worker (gracefully) when it fires. */
+  signal?: AbortSignal;
+  db?: DbLike;
+  events?: WorkerEventHandlers;
+  logger?: Logger;
+  /** Shown in `locked_by` and in reclaim messages. Default host:pid:random. */
+  workerId?: string;
+}
+
+export interface ProcessOptions {
+  queue?: string;
+  db?: DbLike;
+  /** Seconds; a job not finished by then may be reclaimed. Default 30. */
+  lease?: number;
+  events?: WorkerEventHandlers;
+  logger?: Logger;
+}
+
+export interface DrainOptions extends ProcessOptions {
+  /** Stop after this many jobs. */
+  maxJobs?: number;
+  /** Stop (between jobs) once this fires. */
+  signal?: AbortSignal;
+}
+
+export interface ReadOptions {
+  db?: DbLike;
+  /**
+   * Only this tenant's jobs: another tenant's job reads as "not found". Leave it out to read
+   * every tenant's jobs; an empty or non-string tenant is a JobError, never "every tenant".
+   */
+  tenant?: string;
+}
+
+export interface QueueReadOptions extends ReadOptions {
+  /** `pendingCount`: default "default"; `statusCounts`: default every queue. */
+  queue?: string;
+}
+
+export interface AdminOptions {
+  db?: DbLike;
+  /**
+   * Only act on this tenant's job (another tenant's reads as "not found": false). Leave it out
+   * to act on any tenant's job; an empty or non-string tenant is a JobError.
+   */
+  tenant?: string;
+}
+
+export interface PruneOptions {
+  /** Seconds since the job ended. Required. */
+  olderThan: number;
+  /** Which finished states to delete. Default all three. */
+  statuses?: ("done" | "failed" | "cancelled")[];
+  db?: DbLike;
+}
+
+export interface ReclaimOptions {
+  /**
+   * Take back running jobs that sent no heartbeat for this many seconds, whatever lease they
+   * hold (0 = every running job, as after a crash of every worker). Omitted: jobs whose own
+   * lease has expired. The name is the contract's; it is a silence, not a lease granted.
+   */
+  lease?: number;
+  /** Only this queue. */
+  queue?: string;
+  db?: DbLike;
+}
+
+export interface HeartbeatOptions {
+  /** Seconds, at least 0.001; the lease the job holds is never shortened. Omitted: the lease the job holds. */
+  lease?: number;
+  db?: DbLike;
+}
+
+/** `migrate`, `schemaVersion` and `observeQueueDepth`: only a database. */
+export interface DatabaseOptions {
+  db?: DbLike;
+}
+
+export interface ConnectOptions {
+  /** PostgreSQL schema (or MariaDB database) holding the jobs table. Default: the connection's own. */
+  schema?: string;
+  /** Largest serialized payload `enqueue` accepts, in bytes. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Largest serialized handler result stored, in bytes; a larger result fails its job. Default 1 MiB. */
+  maxResultBytes?: number;
+  /** Connections in the pool (PostgreSQL, MariaDB). Default 10. */
+  poolSize?: number;
+}
+
+/** The keys of `T`, in the record's order (error messages list them so). */
+function keysOf<T>(all: Record<keyof T, true>): readonly string[] {
+  return Object.keys(all);
+}
+
+// Typed records, not `as const`: a key spread into a larger list is checked here.
+const JOB_KEYS: Record<keyof JobOptions, true> = { queue: true, maxAttempts: true, availableIn: true, priority: true, idempotencyKey: true, dedupKey: true, tenant: true };
+const PROCESS_KEYS: Record<keyof ProcessOptions, true> = { queue: true, db: true, lease: true, events: true, logger: true };
+
+export const ENQUEUE_OPTION_KEYS = keysOf<EnqueueOptions>({ ...JOB_KEYS, db: true });
+export const ENQUEUE_ITEM_KEYS = keysOf<EnqueueManyItem>({ task: true, payload: true, ...JOB_KEYS });
+export const ENQUEUE_MANY_OPTION_KEYS = keysOf<EnqueueManyOptions>({ queue: true, db: true });
+export const WORKER_OPTION_KEYS = keysOf<WorkerOptions>({
+  queue: true,
+  concurrency: true,
+  prefetch: true,
+  pollInterval: true,
+  lease: true,
+  gracePeriod: true,
+  sweepInterval: true,
+  signal: true,
+  db: true,
+  events: true,
+  logger: true,
+  workerId: true,
+});
+export const PROCESS_OPTION_KEYS = keysOf<ProcessOptions>(PROCESS_KEYS);
+export const DRAIN_OPTION_KEYS = keysOf<DrainOptions>({ ...PROCESS_KEYS, maxJobs: true, signal: true });
+export const READ_OPTION_KEYS = keysOf<ReadOptions>({ db: true, tenant: true });
+export const QUEUE_READ_OPTION_KEYS = keysOf<QueueReadOptions>({ db: true, tenant: true, queue: true });
+export const ADMIN_OPTION_KEYS = keysOf<AdminOptions>({ db: true, tenant: true });
+export const PRUNE_OPTION_KEYS = keysOf<PruneOptions>({ olderThan: true, statuses: true, db: true });
+export const RECLAIM_OPTION_KEYS = keysOf<ReclaimOptions>({ lease: true, queue: true, db: true });
+export const HEARTBEAT_OPTION_KEYS = keysOf<HeartbeatOptions>({ lease: true, db: true });
+export const DATABASE_OPTION_KEYS = keysOf<DatabaseOptions>({ db: true });
+export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({ schema: true, maxPayloadBytes: true, maxResultBytes: true, poolSize: true });
+
+/**
+ * Checked before anything runs, at every public entry point: a typo'd option (`tenantId`,
+ * `prority`) would otherwise be ignored and the call act unscoped or with a default.
+ */
+export function checkOptions(options: unknown, keys: readonly string[], where: string): void {
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    throw new JobError(`${where}: options must be an object, got ${Array.isArray(options) ? "an array" : options === null ? "null" : typeof options}`, "options");
+  }
+  checkKnownOptions(options, keys, where);
+}
+
+/** A lease to grant, in seconds: the one minimum for every entry point that takes a lease. */
+export function checkLease(value: unknown, field = "lease"): number {
+  return checkSeconds(value, field, MIN_LEASE_SECONDS);
+}
