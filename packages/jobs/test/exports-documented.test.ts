@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 
@@ -11,6 +11,7 @@ const ENTRY_POINTS: Record<string, string> = {
   ".": "src/index.ts",
   "./dashboard": "src/dashboard/index.ts",
 };
+const BUILT: Record<string, string> = { ".": "dist/index.js", "./dashboard": "dist/dashboard.js" };
 
 /** Every name an entry point exports, type-only ones and `export *` included. */
 function exportNames(entries: string[]): Map<string, string[]> {
@@ -49,7 +50,18 @@ describe("@forge/jobs public surface", () => {
     expect(exported.filter((name) => !isDocumented(name))).toEqual([]);
   });
 
-  it("the dashboard entry exports what an application mounts it with, and no rendering helper", () => {
+  it.each(Object.entries(BUILT))("the build of %s exports at run time only names the README gives", async (_subpath, file) => {
+    const target = path.join(pkgDir, file);
+    if (!existsSync(target)) throw new Error(`${file} is missing: run \`pnpm build\` first`);
+    const runtime = Object.keys((await import(pathToFileURL(target).href)) as object);
+    expect(runtime.length).toBeGreaterThan(0);
+    expect(runtime.filter((name) => !isDocumented(name))).toEqual([]);
+  });
+
+  it("the dashboard entry exports what an application mounts it with, and no rendering helper", async () => {
     expect(names.get(path.join(pkgDir, ENTRY_POINTS["./dashboard"]!))).toEqual(["DashboardHandler", "DashboardOptions", "createDashboard"]);
+    const built = path.join(pkgDir, BUILT["./dashboard"]!);
+    if (!existsSync(built)) throw new Error(`${BUILT["./dashboard"]} is missing: run \`pnpm build\` first`);
+    expect(Object.keys((await import(pathToFileURL(built).href)) as object)).toEqual(["createDashboard"]);
   });
 });

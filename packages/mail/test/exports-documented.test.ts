@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 
@@ -10,6 +10,7 @@ const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const ENTRY_POINTS: Record<string, string> = {
   ".": "src/index.ts",
 };
+const BUILT: Record<string, string> = { ".": "dist/index.js" };
 
 /** Every name an entry point exports, type-only ones and `export *` included. */
 function exportNames(entries: string[]): Map<string, string[]> {
@@ -46,6 +47,14 @@ describe("@forge/mail public surface", () => {
     const exported = names.get(path.join(pkgDir, file))!;
     expect(exported.length).toBeGreaterThan(0);
     expect(exported.filter((name) => !isDocumented(name))).toEqual([]);
+  });
+
+  it.each(Object.entries(BUILT))("the build of %s exports at run time only names the README gives", async (_subpath, file) => {
+    const target = path.join(pkgDir, file);
+    if (!existsSync(target)) throw new Error(`${file} is missing: run \`pnpm build\` first`);
+    const runtime = Object.keys((await import(pathToFileURL(target).href)) as object);
+    expect(runtime.length).toBeGreaterThan(0);
+    expect(runtime.filter((name) => !isDocumented(name))).toEqual([]);
   });
 
 });
