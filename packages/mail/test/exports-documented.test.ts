@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 
@@ -10,7 +10,10 @@ const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const ENTRY_POINTS: Record<string, string> = {
   ".": "src/index.ts",
 };
-const BUILT: Record<string, string> = { ".": "dist/index.js" };
+/** A literal specifier, so the isolation rule can check it. */
+const BUILT: Record<string, { file: string; load: () => Promise<object> }> = {
+  ".": { file: "dist/index.js", load: () => import("../dist/index.js") },
+};
 
 /** Every name an entry point exports, type-only ones and `export *` included. */
 function exportNames(entries: string[]): Map<string, string[]> {
@@ -34,6 +37,11 @@ function documentedNames(readme: string): (name: string) => boolean {
   return (name) => spans.some((span) => span.startsWith(name) && !/[\w$]/.test(span.charAt(name.length)));
 }
 
+async function loadBuilt({ file, load }: { file: string; load: () => Promise<object> }): Promise<object> {
+  if (!existsSync(path.join(pkgDir, file))) throw new Error(`${file} is missing: run \`pnpm build\` first`);
+  return load();
+}
+
 describe("@forge/mail public surface", () => {
   const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8")) as { exports: Record<string, unknown> };
   const names = exportNames(Object.values(ENTRY_POINTS).map((file) => path.join(pkgDir, file)));
@@ -49,10 +57,8 @@ describe("@forge/mail public surface", () => {
     expect(exported.filter((name) => !isDocumented(name))).toEqual([]);
   });
 
-  it.each(Object.entries(BUILT))("the build of %s exports at run time only names the README gives", async (_subpath, file) => {
-    const target = path.join(pkgDir, file);
-    if (!existsSync(target)) throw new Error(`${file} is missing: run \`pnpm build\` first`);
-    const runtime = Object.keys((await import(pathToFileURL(target).href)) as object);
+  it.each(Object.entries(BUILT))("the build of %s exports at run time only names the README gives", async (_subpath, built) => {
+    const runtime = Object.keys(await loadBuilt(built));
     expect(runtime.length).toBeGreaterThan(0);
     expect(runtime.filter((name) => !isDocumented(name))).toEqual([]);
   });
