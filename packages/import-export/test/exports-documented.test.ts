@@ -46,7 +46,7 @@ describe("@forge/import-export public surface", () => {
   const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8")) as { exports: Record<string, unknown> };
   const names = exportNames(Object.values(ENTRY_POINTS).map((file) => path.join(pkgDir, file)));
 
-  it("checks every entry point package.json exports", () => {
+  it("covers every entry point in package.json exports", () => {
     expect(Object.keys(manifest.exports).filter((key) => key !== "./package.json").sort()).toEqual(Object.keys(ENTRY_POINTS).sort());
   });
 
@@ -62,5 +62,4 @@ describe("@forge/import-export public surface", () => {
     expect(runtime.length).toBeGreaterThan(0);
     expect(runtime.filter((name) => !isDocumented(name))).toEqual([]);
   });
-
 });

@@ -48,7 +48,7 @@ describe("@forge/jobs public surface", () => {
   const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8")) as { exports: Record<string, unknown> };
   const names = exportNames(Object.values(ENTRY_POINTS).map((file) => path.join(pkgDir, file)));
 
-  it("checks every entry point package.json exports", () => {
+  it("covers every entry point in package.json exports", () => {
     expect(Object.keys(manifest.exports).filter((key) => key !== "./package.json").sort()).toEqual(Object.keys(ENTRY_POINTS).sort());
   });
 
