@@ -44,7 +44,7 @@ async function loadBuilt({ file, load }: { file: string; load: () => Promise<obj
   return load();
 }
 
-describe("@forge/jobs public surface", () => {
+describe("the public surface", () => {
   const manifest = JSON.parse(readFileSync(path.join(pkgDir, "package.json"), "utf8")) as { exports: Record<string, unknown> };
   const names = exportNames(Object.values(ENTRY_POINTS).map((file) => path.join(pkgDir, file)));
 
