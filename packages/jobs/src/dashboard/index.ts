@@ -10,11 +10,6 @@ import { latestJobs, recentActivity } from "./queries.js";
 import { NOTICES, renderPage, type Notice } from "./render.js";
 import type { Logger } from "../logger.js";
 
-export { escapeHtml } from "./escape.js";
-export { progressBar, formatAge } from "./render.js";
-export { formatDuration } from "./chart.js";
-
-
 export interface DashboardOptions {
   /** The queue database (from `connect()`, or a pool). */
   db: DbLike;
