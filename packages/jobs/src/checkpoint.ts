@@ -1,8 +1,6 @@
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { toJsonText } from "./payload.js";
-import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
-import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
 import { forDialect, type PerDialect } from "./sql.js";
 
 const SAVE_PROGRESS: PerDialect<(db: JobsDatabase) => string> = {
@@ -10,14 +8,15 @@ const SAVE_PROGRESS: PerDialect<(db: JobsDatabase) => string> = {
     UPDATE ${db.table}
     SET progress = $3::jsonb, heartbeat_at = now(), locked_until = now() + make_interval(secs => $4), updated_at = now()
     WHERE id = $1 AND claim_token = $2::uuid AND status = 'running'`,
-  sqlite: (db) => saveProgressSql(db, SQLITE_NOW, sqliteNowPlus("$4")),
-  mysql: (db) => saveProgressSql(db, MYSQL_NOW, mysqlNowPlus("$4")),
+  sqlite: saveProgressSql,
+  mysql: saveProgressSql,
 };
 
-function saveProgressSql(db: JobsDatabase, now: string, leaseEnd: string): string {
+function saveProgressSql(db: JobsDatabase): string {
+  const now = db.sql.now;
   return `
     UPDATE ${db.table}
-    SET progress = $3, heartbeat_at = ${now}, locked_until = ${leaseEnd}, updated_at = ${now}
+    SET progress = $3, heartbeat_at = ${now}, locked_until = ${db.sql.nowPlus("$4")}, updated_at = ${now}
     WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
 }
 

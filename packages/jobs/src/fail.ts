@@ -1,6 +1,4 @@
 import type { JobsDatabase } from "./db/database.js";
-import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
-import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
 import { forDialect, type PerDialect } from "./sql.js";
 
 export type FailureOutcome =
@@ -21,18 +19,19 @@ const FAIL: PerDialect<(db: JobsDatabase) => string> = {
         finished_at = CASE WHEN $3 = 'fail' THEN now() END,
         locked_until = NULL, claim_token = NULL, updated_at = now()
     WHERE id = $1 AND claim_token = $2::uuid AND status = 'running'`,
-  sqlite: (db) => failSql(db, SQLITE_NOW, sqliteNowPlus("$4")),
+  sqlite: failSql,
   // MariaDB assigns left to right, later SETs seeing earlier ones: none here reads a column
   // that an earlier SET of this statement changed.
-  mysql: (db) => failSql(db, MYSQL_NOW, mysqlNowPlus("$4")),
+  mysql: failSql,
 };
 
-function failSql(db: JobsDatabase, now: string, later: string): string {
+function failSql(db: JobsDatabase): string {
+  const now = db.sql.now;
   return `
     UPDATE ${db.table}
     SET status = CASE WHEN $3 = 'fail' THEN 'failed' ELSE 'pending' END,
         attempts = CASE WHEN $3 = 'release' AND started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
-        run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE ${later} END,
+        run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE ${db.sql.nowPlus("$4")} END,
         last_error = COALESCE($5, last_error),
         finished_at = CASE WHEN $3 = 'fail' THEN ${now} END,
         locked_until = NULL, claim_token = NULL, updated_at = ${now}

@@ -1,8 +1,7 @@
 import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { checkSeconds } from "./validate.js";
-import { MYSQL_NOW } from "./db/mysql.js";
-import { SQLITE_NOW } from "./db/sqlite.js";
+import { lockUpdateRead } from "./dialects/lock-update-read.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
 /** Default lease, in seconds: an orphaned job is back in work about this long after its worker died. */
@@ -37,30 +36,26 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
         ),
   sqlite: (db) => `
     UPDATE ${db.table}
-    SET locked_until = ${SQLITE_NOW} + MAX(CAST(ROUND($2 * 1000.0) AS INTEGER), locked_until - heartbeat_at), heartbeat_at = ${SQLITE_NOW}
+    SET locked_until = ${db.sql.now} + MAX(CAST(ROUND($2 * 1000.0) AS INTEGER), locked_until - heartbeat_at), heartbeat_at = ${db.sql.now}
     WHERE claim_token IN (SELECT value FROM json_each($1)) AND status = 'running'
     RETURNING claim_token`,
   // No UPDATE … RETURNING: lock the rows that are still running under these tokens, extend those.
   mysql: (db) => (executor, [tokens, lease]) =>
-    executor.transaction(async (tx) => {
-      const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
-        `SELECT id, claim_token FROM ${db.table} WHERE claim_token IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
-        [tokens],
-      );
-      if (rows.length > 0) {
-        // Left to right: locked_until is set from the old heartbeat_at, before that changes.
-        await tx.query(
-          `UPDATE ${db.table}
-           SET locked_until = ${MYSQL_NOW} + INTERVAL GREATEST(ROUND($2 * 1000000), TIMESTAMPDIFF(MICROSECOND, heartbeat_at, locked_until)) MICROSECOND,
-               heartbeat_at = ${MYSQL_NOW}
-           WHERE id IN ($1)`,
-          [
-            rows.map((r) => r.id),
-            lease,
-          ],
-        );
-      }
-      return { rows: rows.map((r) => ({ claim_token: r.claim_token })), rowCount: rows.length };
+    lockUpdateRead<{ id: number | string; claim_token: string }, { claim_token: string }>(db, executor, {
+      lock: async (tx) =>
+        (
+          await tx.query<{ id: number | string; claim_token: string }>(
+            `SELECT id, claim_token FROM ${db.table} WHERE claim_token IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
+            [tokens],
+          )
+        ).rows,
+      // Left to right: locked_until is set from the old heartbeat_at, before that changes.
+      set: () => ({
+        set: `locked_until = ${db.sql.now} + INTERVAL GREATEST(ROUND($2 * 1000000), TIMESTAMPDIFF(MICROSECOND, heartbeat_at, locked_until)) MICROSECOND,
+              heartbeat_at = ${db.sql.now}`,
+        params: [lease],
+      }),
+      answer: (kept) => kept.map(({ claim_token }) => ({ claim_token })),
     }),
 };
 

@@ -1,6 +1,5 @@
 import type { DialectName, Executor, QueryResult } from "./db/executor.js";
-import { MYSQL_NOW } from "./db/mysql.js";
-import { SQLITE_NOW } from "./db/sqlite.js";
+import { dialectFor } from "./dialects/index.js";
 
 /** SQL that differs per backend; everything else is written once. Every dialect must have an entry. */
 export type PerDialect<T> = Record<DialectName, T>;
@@ -34,9 +33,7 @@ export function valuesList(rows: number, width: number, row: (p: (column: number
   return Array.from({ length: rows }, (_, r) => row((column) => `$${r * width + column}`)).join(", ");
 }
 
-const NOW: PerDialect<string> = { postgres: "now()", sqlite: SQLITE_NOW, mysql: MYSQL_NOW };
-
-/** The database clock as an SQL expression: every time comparison uses it, never a worker's clock. */
+/** The database clock as an SQL expression (`db.sql.now`), for code that holds only the dialect's name. */
 export function dbNow(dialect: DialectName): string {
-  return NOW[dialect];
+  return dialectFor(dialect).now;
 }
