@@ -1,17 +1,8 @@
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { toJsonText } from "./payload.js";
-import { forDialect, type PerDialect } from "./sql.js";
 
-const SAVE_PROGRESS: PerDialect<(db: JobsDatabase) => string> = {
-  postgres: (db) => `
-    UPDATE ${db.table}
-    SET progress = $3::jsonb, heartbeat_at = now(), locked_until = now() + make_interval(secs => $4), updated_at = now()
-    WHERE id = $1 AND claim_token = $2::uuid AND status = 'running'`,
-  sqlite: saveProgressSql,
-  mysql: saveProgressSql,
-};
-
+/** One text on every backend, the clock being the dialect's. */
 function saveProgressSql(db: JobsDatabase): string {
   const now = db.sql.now;
   return `
@@ -38,7 +29,7 @@ export async function saveCheckpoint(
   const json = toJsonText(progress, "progress");
   try {
     return await db.executor.transaction(async (tx: Executor) => {
-      const { rowCount } = await tx.query(forDialect(SAVE_PROGRESS, db.dialect, "checkpoint")(db), [job.id, job.token, json, lease]);
+      const { rowCount } = await tx.query(saveProgressSql(db), [job.id, job.token, json, lease]);
       if (rowCount === 0) throw new Fenced();
       if (work) await work(tx.raw);
       return true;

@@ -2,7 +2,7 @@ import { resolveDb, type DbLike } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { checkSeconds } from "./validate.js";
 import { lockUpdateRead } from "./dialects/lock-update-read.js";
-import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
+import { forDialect, runOverClaims, runSql, type PerDialect, type Script } from "./sql.js";
 
 /** Default lease, in seconds: an orphaned job is back in work about this long after its worker died. */
 export const DEFAULT_LEASE_SECONDS = 30;
@@ -63,18 +63,10 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
  * Extends the leases of the given claims from the database's now; returns the tokens that
  * are still valid. A token missing from the answer lost its job (taken over or cancelled).
  */
-export async function extendLeases(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
-  if (unordered.length === 0) return new Set();
-  // Rows are locked in input order: id order here and in completeRuns, or an extension and a
-  // completion over the same jobs on two connections can deadlock.
-  const claims = [...unordered].sort((a, b) => a.id - b.id);
-  const { rows } = await runSql<{ claim_token: string }>(
-    db.executor,
-    forDialect(EXTEND, db.dialect, "extend leases")(db),
-    [claims.map((c) => c.token), lease, claims.map((c) => c.id)],
-    "extend",
-  );
-  return new Set(rows.map((r) => String(r.claim_token)));
+export function extendLeases(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
+  // Rows are locked in id order, here and in completeRuns, or an extension and a completion
+  // over the same jobs on two connections can deadlock.
+  return runOverClaims(db.executor, unordered, forDialect(EXTEND, db.dialect, "extend leases")(db), (claims) => [claims.map((c) => c.token), lease, claims.map((c) => c.id)], "extend");
 }
 
 /** The same for one token whose job id the caller does not know (the public `heartbeat`). */

@@ -37,3 +37,21 @@ export function valuesList(rows: number, width: number, row: (p: (column: number
 export function dbNow(dialect: DialectName): string {
   return dialectFor(dialect).now;
 }
+
+/**
+ * Runs a fenced write over a worker's claims in id order — the lock order of every such
+ * write (extendLeases, startRuns, completeRuns), or two of them over the same jobs on two
+ * connections can deadlock — and returns the claim tokens it kept.
+ */
+export async function runOverClaims<C extends { id: number }>(
+  executor: Executor,
+  unordered: readonly C[],
+  sql: string | Script<{ claim_token: string }>,
+  params: (claims: C[]) => unknown[],
+  name?: string,
+): Promise<Set<string>> {
+  if (unordered.length === 0) return new Set();
+  const claims = [...unordered].sort((a, b) => a.id - b.id);
+  const { rows } = await runSql(executor, sql, params(claims), name);
+  return new Set(rows.map((r) => String(r.claim_token)));
+}

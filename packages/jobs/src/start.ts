@@ -1,6 +1,6 @@
 import type { JobsDatabase } from "./db/database.js";
 import { lockOwnRuns, lockUpdateRead } from "./dialects/lock-update-read.js";
-import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
+import { forDialect, runOverClaims, type PerDialect, type Script } from "./sql.js";
 
 /**
  * The rule of the worker's buffer: a claim counts an attempt only for the jobs that start at
@@ -58,15 +58,7 @@ const START: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: str
 };
 
 /** Counts the attempts of held jobs about to start; returns the tokens still ours. */
-export async function startRuns(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
-  if (unordered.length === 0) return new Set();
+export function startRuns(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
   // Id order, as in extendLeases and completeRuns: one lock order on every connection.
-  const claims = [...unordered].sort((a, b) => a.id - b.id);
-  const { rows } = await runSql<{ claim_token: string }>(
-    db.executor,
-    forDialect(START, db.dialect, "start")(db),
-    [claims.map((c) => c.id), claims.map((c) => c.token), lease],
-    "start",
-  );
-  return new Set(rows.map((r) => String(r.claim_token)));
+  return runOverClaims(db.executor, unordered, forDialect(START, db.dialect, "start")(db), (claims) => [claims.map((c) => c.id), claims.map((c) => c.token), lease], "start");
 }
