@@ -19,9 +19,10 @@ export interface Dialect {
   readonly skipLocked: boolean;
   /** The claim order as the ready index stores it (priority DESC, then id). */
   readonly readyOrder: string;
-  /** How an array parameter travels: a PostgreSQL array, a JSON text (read with json_each), or a list expanded in place. */
-  readonly listParameter: "array" | "json" | "expanded";
-  /** `column IN <list parameter>`, for the list as the driver sends it. */
+  /**
+   * `column IN <list parameter>`, for an array parameter as the driver sends it: a PostgreSQL
+   * array, a JSON text (SQLite, read with json_each), or a list expanded in place (MariaDB).
+   */
   inList(column: string, parameter: string): string;
   /** Text concatenation of SQL expressions. */
   concat(parts: readonly string[]): string;

@@ -17,7 +17,6 @@ export const mysql: Dialect = {
   skipLocked: true,
   // neg_priority = -priority: the index walks priority DESC, id forwards.
   readyOrder: "neg_priority, id",
-  listParameter: "expanded",
   // An empty list is a syntax error (`IN ()`): callers never pass one.
   inList: (column, parameter) => `${column} IN (${parameter})`,
   concat: (parts) => `CONCAT(${parts.join(", ")})`,

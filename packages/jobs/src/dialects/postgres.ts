@@ -8,7 +8,6 @@ export const postgres: Dialect = {
   returning: true,
   skipLocked: true,
   readyOrder: "priority DESC, id",
-  listParameter: "array",
   inList: (column, parameter) => `${column} = ANY(${parameter})`,
   concat: (parts) => parts.join(" || "),
   isoTimestamp: (column) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
