@@ -1,9 +1,6 @@
 import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
-import { mysqlNowPlus } from "./db/mysql.js";
-import { sqliteNowPlus } from "./db/sqlite.js";
 import { JobError } from "./errors.js";
-import { dbNow, forDialect, type PerDialect } from "./sql.js";
 import { ADMIN_OPTION_KEYS, PRUNE_OPTION_KEYS, checkOptions, type AdminOptions, type PruneOptions } from "./options.js";
 import { isUniqueViolation } from "./sql-errors.js";
 import { checkJobId, checkSeconds, checkTenant, describe } from "./validate.js";
@@ -25,7 +22,7 @@ function checkAdminCall(id: unknown, options: AdminOptions, where: string): { db
 export async function cancelJob(id: number, options: AdminOptions = {}): Promise<boolean> {
   const { db, tenant } = checkAdminCall(id, options, "cancelJob");
   const { rowCount } = await db.executor.query(
-    `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${now(db)}, updated_at = ${now(db)}
+    `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
      WHERE id = $1 AND status IN ('pending', 'running')${tenant === null ? "" : " AND tenant = $2"}`,
     tenant === null ? [id] : [id, tenant],
   );
@@ -40,7 +37,7 @@ export async function retryJob(id: number, options: AdminOptions = {}): Promise<
   const { db, tenant } = checkAdminCall(id, options, "retryJob");
   try {
     const { rowCount } = await db.executor.query(
-      `UPDATE ${db.table} SET status = 'pending', run_at = ${now(db)}, finished_at = NULL, updated_at = ${now(db)},
+      `UPDATE ${db.table} SET status = 'pending', run_at = ${db.sql.now}, finished_at = NULL, updated_at = ${db.sql.now},
          max_attempts = CASE WHEN max_attempts > attempts THEN max_attempts ELSE attempts + 1 END
        WHERE id = $1 AND status IN ('failed', 'cancelled')${tenant === null ? "" : " AND tenant = $2"}`,
       tenant === null ? [id] : [id, tenant],
@@ -68,12 +65,6 @@ async function dedupKeyHeld(db: JobsDatabase, id: number): Promise<JobError> {
   return new JobError(`retryJob: job ${id} cannot be retried: ${held}, pending or running; cancel that job or wait until it ends, then retry`, "id");
 }
 
-const OLDER_THAN: PerDialect<(seconds: string) => string> = {
-  postgres: (s) => `now() - make_interval(secs => ${s})`,
-  sqlite: (s) => sqliteNowPlus(s, "-"),
-  mysql: (s) => mysqlNowPlus(s, "-"),
-};
-
 const FINISHED = ["done", "failed", "cancelled"] as const;
 
 /** A non-empty list of finished states: anything else would delete nothing, or be an SQL error (`IN ()`). */
@@ -93,12 +84,8 @@ export async function prune(options: PruneOptions): Promise<number> {
   const db = resolveDb(options.db);
   const placeholders = statuses.map((_, i) => `$${i + 2}`).join(", ");
   const { rowCount } = await db.executor.query(
-    `DELETE FROM ${db.table} WHERE status IN (${placeholders}) AND finished_at < ${forDialect(OLDER_THAN, db.dialect, "prune")("$1")}`,
+    `DELETE FROM ${db.table} WHERE status IN (${placeholders}) AND finished_at < ${db.sql.nowPlus("$1", "-")}`,
     [olderThan, ...statuses],
   );
   return rowCount;
-}
-
-function now(db: JobsDatabase): string {
-  return dbNow(db.dialect);
 }

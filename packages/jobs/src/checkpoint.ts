@@ -1,23 +1,13 @@
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { toJsonText } from "./payload.js";
-import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
-import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
-import { forDialect, type PerDialect } from "./sql.js";
 
-const SAVE_PROGRESS: PerDialect<(db: JobsDatabase) => string> = {
-  postgres: (db) => `
-    UPDATE ${db.table}
-    SET progress = $3::jsonb, heartbeat_at = now(), locked_until = now() + make_interval(secs => $4), updated_at = now()
-    WHERE id = $1 AND claim_token = $2::uuid AND status = 'running'`,
-  sqlite: (db) => saveProgressSql(db, SQLITE_NOW, sqliteNowPlus("$4")),
-  mysql: (db) => saveProgressSql(db, MYSQL_NOW, mysqlNowPlus("$4")),
-};
-
-function saveProgressSql(db: JobsDatabase, now: string, leaseEnd: string): string {
+/** One text on every backend, the clock being the dialect's. */
+function saveProgressSql(db: JobsDatabase): string {
+  const now = db.sql.now;
   return `
     UPDATE ${db.table}
-    SET progress = $3, heartbeat_at = ${now}, locked_until = ${leaseEnd}, updated_at = ${now}
+    SET progress = $3, heartbeat_at = ${now}, locked_until = ${db.sql.nowPlus("$4")}, updated_at = ${now}
     WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
 }
 
@@ -39,7 +29,7 @@ export async function saveCheckpoint(
   const json = toJsonText(progress, "progress");
   try {
     return await db.executor.transaction(async (tx: Executor) => {
-      const { rowCount } = await tx.query(forDialect(SAVE_PROGRESS, db.dialect, "checkpoint")(db), [job.id, job.token, json, lease]);
+      const { rowCount } = await tx.query(saveProgressSql(db), [job.id, job.token, json, lease]);
       if (rowCount === 0) throw new Fenced();
       if (work) await work(tx.raw);
       return true;

@@ -1,6 +1,6 @@
 import type { JobsDatabase } from "./db/database.js";
-import { MYSQL_NOW } from "./db/mysql.js";
-import { SQLITE_NOW } from "./db/sqlite.js";
+import { lockOwnRuns, lockUpdateRead } from "./dialects/lock-update-read.js";
+import { valueForId } from "./dialects/mysql.js";
 import type { Executor } from "./db/executor.js";
 import { errorMessage } from "./errors.js";
 import { failJob } from "./fail.js";
@@ -38,35 +38,28 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
   sqlite: (db) => (executor, [ids, tokens, results]) =>
     executor.query<{ id: number | string; claim_token: string }>(
       `UPDATE ${db.table} AS j
-       SET status = 'done', result = v.result, finished_at = ${SQLITE_NOW}, updated_at = ${SQLITE_NOW}, locked_until = NULL
+       SET status = 'done', result = v.result, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL
        FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token, json_extract(e.value, '$[2]') AS result
              FROM json_each($1) AS e) AS v
        WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'
        RETURNING id, claim_token`,
       [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i], (results as (string | null)[])[i] ?? null]))],
     ),
-  // No UPDATE … RETURNING: lock the rows still ours, then update exactly those. A batch may
-  // hold two runs of one job (a stale run and its successor, finishing together): match on
-  // (id, token), never on the id alone, or the stale run's result could land.
+  // No UPDATE … RETURNING: lock the rows still ours, then update exactly those. Matched on
+  // (id, token) by lockOwnRuns, or a stale run's result could land beside its successor's.
   mysql: (db) => (executor, [ids, tokens, results]) =>
-    executor.transaction(async (tx) => {
-      const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
-        `SELECT id, claim_token FROM ${db.table} WHERE id IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
-        [ids],
-      );
-      const current = new Map(rows.map((r) => [Number(r.id), r.claim_token]));
-      const kept = (ids as number[])
-        .map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string, result: (results as (string | null)[])[i] ?? null }))
-        .filter((c) => current.get(c.id) === c.claim_token);
-      if (kept.length > 0) {
-        await tx.query(
-          `UPDATE ${db.table}
-           SET status = 'done', result = ELT(FIELD(id, $1), $2), finished_at = ${MYSQL_NOW}, updated_at = ${MYSQL_NOW}, locked_until = NULL
-           WHERE id IN ($1)`,
-          [kept.map((k) => k.id), kept.map((k) => k.result)],
-        );
-      }
-      return { rows: kept.map(({ id, claim_token }) => ({ id, claim_token })), rowCount: kept.length };
+    lockUpdateRead(db, executor, {
+      lock: (tx) =>
+        lockOwnRuns(
+          db,
+          tx,
+          (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string, result: (results as (string | null)[])[i] ?? null })),
+        ),
+      set: (kept) => ({
+        set: `status = 'done', result = ${valueForId("$1", "$2")}, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL`,
+        params: [kept.map((k) => k.result)],
+      }),
+      answer: (kept) => kept.map(({ id, claim_token }) => ({ id, claim_token })),
     }),
 };
 

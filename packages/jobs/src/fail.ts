@@ -1,7 +1,4 @@
 import type { JobsDatabase } from "./db/database.js";
-import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
-import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
-import { forDialect, type PerDialect } from "./sql.js";
 
 export type FailureOutcome =
   /** Back to pending, to run again after `delay` seconds. */
@@ -11,28 +8,17 @@ export type FailureOutcome =
   /** Shutdown: back to pending now, and the attempt it used (if it had started) is given back. */
   | { kind: "release" };
 
-const FAIL: PerDialect<(db: JobsDatabase) => string> = {
-  postgres: (db) => `
-    UPDATE ${db.table}
-    SET status = CASE WHEN $3 = 'fail' THEN 'failed' ELSE 'pending' END,
-        attempts = CASE WHEN $3 = 'release' AND started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
-        run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE now() + make_interval(secs => $4) END,
-        last_error = COALESCE($5, last_error),
-        finished_at = CASE WHEN $3 = 'fail' THEN now() END,
-        locked_until = NULL, claim_token = NULL, updated_at = now()
-    WHERE id = $1 AND claim_token = $2::uuid AND status = 'running'`,
-  sqlite: (db) => failSql(db, SQLITE_NOW, sqliteNowPlus("$4")),
-  // MariaDB assigns left to right, later SETs seeing earlier ones: none here reads a column
-  // that an earlier SET of this statement changed.
-  mysql: (db) => failSql(db, MYSQL_NOW, mysqlNowPlus("$4")),
-};
-
-function failSql(db: JobsDatabase, now: string, later: string): string {
+/**
+ * One text on every backend, the clock being the dialect's. MariaDB assigns left to right,
+ * later SETs seeing earlier ones: none here reads a column that an earlier SET changed.
+ */
+function failSql(db: JobsDatabase): string {
+  const now = db.sql.now;
   return `
     UPDATE ${db.table}
     SET status = CASE WHEN $3 = 'fail' THEN 'failed' ELSE 'pending' END,
         attempts = CASE WHEN $3 = 'release' AND started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
-        run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE ${later} END,
+        run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE ${db.sql.nowPlus("$4")} END,
         last_error = COALESCE($5, last_error),
         finished_at = CASE WHEN $3 = 'fail' THEN ${now} END,
         locked_until = NULL, claim_token = NULL, updated_at = ${now}
@@ -63,6 +49,6 @@ export function storableErrorText(text: string): string {
  */
 export async function failJob(db: JobsDatabase, id: number, token: string, outcome: FailureOutcome, error: string | null): Promise<boolean> {
   const delay = outcome.kind === "retry" ? outcome.delay : 0;
-  const { rowCount } = await db.executor.query(forDialect(FAIL, db.dialect, "fail")(db), [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)], "fail");
+  const { rowCount } = await db.executor.query(failSql(db), [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)], "fail");
   return rowCount > 0;
 }

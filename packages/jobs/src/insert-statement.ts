@@ -1,6 +1,5 @@
 import type { JobsDatabase } from "./db/database.js";
-import { mysqlNowPlus, refuseWarnings } from "./db/mysql.js";
-import { sqliteNowPlus } from "./db/sqlite.js";
+import { refuseWarnings } from "./dialects/mysql.js";
 import { pgInsert } from "./insert-postgres.js";
 import { INSERT_COLUMNS, type InsertedRow, type NewJob } from "./new-job.js";
 import { valuesList, type PerDialect, type Script } from "./sql.js";
@@ -11,7 +10,7 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Scrip
   // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
   sqlite: (db, rows) => `
     INSERT INTO ${db.table} (${INSERT_COLUMNS})
-    VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${sqliteNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
+    VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedup_key`,
   // INSERT IGNORE … RETURNING returns the inserted rows only, like ON CONFLICT DO NOTHING
@@ -22,7 +21,7 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Scrip
     executor.transaction(async (tx) => {
       const inserted = await tx.query<InsertedRow>(
         `INSERT IGNORE INTO ${db.table} (${INSERT_COLUMNS})
-         VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${mysqlNowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
+         VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
          RETURNING id, idempotency_key, dedup_key`,
         params,
       );

@@ -1,37 +1,12 @@
-import type { DialectName } from "./db/executor.js";
-import { parseJson } from "./payload.js";
+import type { Dialect } from "./dialects/dialect.js";
 import type { Job, JobStatus } from "./types.js";
 
-/** Named columns only: adding a column never changes what older code reads. */
-export const JOB_COLUMNS =
-  "id, queue, task, payload, status, priority, attempts, max_attempts, last_error, run_at, progress, result, tenant, " +
-  "idempotency_key, dedup_key, created_at, updated_at, finished_at, locked_until, heartbeat_at, started_at";
+/**
+ * The one row codec of the jobs table: every read names its columns from here (adding a
+ * column never changes what older code reads) and decodes them the same way on every backend.
+ */
 
-export interface JobRow {
-  id: number | string;
-  queue: string;
-  task: string;
-  payload: unknown;
-  status: JobStatus;
-  priority: number;
-  attempts: number;
-  max_attempts: number;
-  last_error: string | null;
-  run_at: unknown;
-  progress: unknown;
-  result: unknown;
-  tenant: string | null;
-  idempotency_key: string | null;
-  dedup_key: string | null;
-  created_at: unknown;
-  updated_at: unknown;
-  finished_at: unknown;
-  locked_until: unknown;
-  heartbeat_at: unknown;
-  started_at: unknown;
-}
-
-/** Database timestamps arrive as Date (pg, mysql2) or epoch milliseconds (SQLite). */
+/** Database timestamps arrive as Date (pg, mysql2) or epoch milliseconds (SQLite, or a claim's epochMs). */
 export function toDate(value: unknown): Date {
   if (value instanceof Date) return value;
   if (typeof value === "number" || typeof value === "bigint") return new Date(Number(value));
@@ -39,39 +14,125 @@ export function toDate(value: unknown): Date {
   throw new TypeError(`not a timestamp: ${String(value)}`);
 }
 
-function toDateOrNull(value: unknown): Date | null {
-  return value === null || value === undefined ? null : toDate(value);
+const dateOrNull = (value: unknown): Date | null => (value === null || value === undefined ? null : toDate(value));
+/** Integers arrive as numbers, or as strings for BIGINT (pg, mysql2 supportBigNumbers). */
+const number = (value: unknown): number => Number(value);
+const text = (value: unknown): string => String(value);
+const textOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : String(value));
+/** Booleans arrive as true/false (pg) or 1/0 (SQLite, MariaDB). */
+const flag = (value: unknown): boolean => Boolean(Number(value));
+const json = (value: unknown, sql: Dialect): unknown => sql.readJson(value);
+
+type Decoder = (value: unknown, sql: Dialect) => unknown;
+interface ColumnSpec {
+  decode: Decoder;
+  timestamp?: true;
+  expression?: (column: (name: string) => string) => string;
 }
 
-export function toJob(row: JobRow, dialect: DialectName): Job {
+/**
+ * Per column: how it is decoded, whether it is a timestamp (read as epoch milliseconds where
+ * asked), and the expression of a computed column.
+ */
+const COLUMNS = {
+  id: { decode: number },
+  queue: { decode: text },
+  task: { decode: text },
+  payload: { decode: json },
+  status: { decode: (value: unknown) => String(value) as JobStatus },
+  priority: { decode: number },
+  attempts: { decode: number },
+  max_attempts: { decode: number },
+  last_error: { decode: textOrNull },
+  run_at: { decode: toDate, timestamp: true },
+  progress: { decode: json },
+  result: { decode: json },
+  tenant: { decode: textOrNull },
+  idempotency_key: { decode: textOrNull },
+  dedup_key: { decode: textOrNull },
+  created_at: { decode: toDate, timestamp: true },
+  updated_at: { decode: toDate, timestamp: true },
+  finished_at: { decode: dateOrNull, timestamp: true },
+  locked_until: { decode: dateOrNull, timestamp: true },
+  heartbeat_at: { decode: dateOrNull, timestamp: true },
+  started_at: { decode: dateOrNull, timestamp: true },
+  locked_by: { decode: textOrNull },
+  claim_token: { decode: text },
+  trace_context: { decode: json },
+  /** Whether the run's attempt has been counted (a claimed job held unstarted has not). */
+  started: { decode: flag, expression: (column: (name: string) => string) => `${column("started_at")} IS NOT NULL` },
+} satisfies Record<string, ColumnSpec>;
+
+export type JobColumn = keyof typeof COLUMNS;
+/** A row of `columns`, decoded. */
+export type DecodedRow<C extends JobColumn> = { [K in C]: ReturnType<(typeof COLUMNS)[K]["decode"]> };
+
+export interface ColumnListOptions {
+  /** Qualifies each column (`j` → `j.queue`). */
+  alias?: string;
+  /** Timestamps as epoch milliseconds, where the dialect reads those faster than its driver parses timestamps. */
+  epochTimestamps?: boolean;
+}
+
+/** The SELECT (or RETURNING) list of `columns`, each under its own name. */
+export function columnList(sql: Dialect, columns: readonly JobColumn[], options: ColumnListOptions = {}): string {
+  const column = (name: string) => (options.alias ? `${options.alias}.${name}` : name);
+  return columns
+    .map((name) => {
+      const spec: ColumnSpec = COLUMNS[name];
+      if (spec.expression) return `${spec.expression(column)} AS ${name}`;
+      if (spec.timestamp && options.epochTimestamps) {
+        const read = sql.epochMs(column(name));
+        return read === column(name) ? read : `${read} AS ${name}`;
+      }
+      return column(name);
+    })
+    .join(", ");
+}
+
+/** Decodes a row read with `columnList(sql, columns)`. */
+export function decodeRow<C extends JobColumn>(sql: Dialect, columns: readonly C[], row: Record<string, unknown>): DecodedRow<C> {
+  const decoded: Record<string, unknown> = {};
+  for (const name of columns) decoded[name] = (COLUMNS[name] as ColumnSpec).decode(row[name], sql);
+  return decoded as DecodedRow<C>;
+}
+
+/** What `getJob` reads. */
+export const JOB_COLUMNS = [
+  "id", "queue", "task", "payload", "status", "priority", "attempts", "max_attempts", "last_error", "run_at", "progress", "result",
+  "tenant", "idempotency_key", "dedup_key", "created_at", "updated_at", "finished_at", "locked_until", "heartbeat_at", "started_at",
+] as const satisfies readonly JobColumn[];
+
+export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
+  const row = decodeRow(sql, JOB_COLUMNS, raw);
   const base = {
-    id: Number(row.id),
+    id: row.id,
     queue: row.queue,
     task: row.task,
-    payload: parseJson(row.payload, dialect),
-    priority: Number(row.priority),
-    attempts: Number(row.attempts),
-    maxAttempts: Number(row.max_attempts),
+    payload: row.payload,
+    priority: row.priority,
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
     lastError: row.last_error,
-    runAt: toDate(row.run_at),
-    progress: parseJson(row.progress, dialect),
-    result: parseJson(row.result, dialect),
+    runAt: row.run_at,
+    progress: row.progress,
+    result: row.result,
     tenant: row.tenant,
     idempotencyKey: row.idempotency_key,
     dedupKey: row.dedup_key,
-    createdAt: toDate(row.created_at),
-    updatedAt: toDate(row.updated_at),
-    startedAt: toDateOrNull(row.started_at),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    startedAt: row.started_at,
   };
   switch (row.status) {
     case "pending":
       return { ...base, status: "pending" };
     case "running":
-      return { ...base, status: "running", lockedUntil: toDate(row.locked_until), heartbeatAt: toDate(row.heartbeat_at) };
+      return { ...base, status: "running", lockedUntil: toDate(raw.locked_until), heartbeatAt: toDate(raw.heartbeat_at) };
     case "failed":
-      return { ...base, status: "failed", finishedAt: toDateOrNull(row.finished_at) ?? base.updatedAt, lastError: row.last_error ?? "" };
+      return { ...base, status: "failed", finishedAt: row.finished_at ?? base.updatedAt, lastError: row.last_error ?? "" };
     case "done":
     case "cancelled":
-      return { ...base, status: row.status, finishedAt: toDateOrNull(row.finished_at) ?? base.updatedAt };
+      return { ...base, status: row.status, finishedAt: row.finished_at ?? base.updatedAt };
   }
 }

@@ -1,9 +1,8 @@
 import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { HEARTBEAT_OPTION_KEYS, checkLease, checkOptions, type HeartbeatOptions } from "./options.js";
-import { MYSQL_NOW } from "./db/mysql.js";
-import { SQLITE_NOW } from "./db/sqlite.js";
-import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
+import { lockUpdateRead } from "./dialects/lock-update-read.js";
+import { forDialect, runOverClaims, runSql, type PerDialect, type Script } from "./sql.js";
 
 export { DEFAULT_LEASE_SECONDS } from "./options.js";
 
@@ -42,30 +41,26 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
         ),
   sqlite: (db) => `
     UPDATE ${db.table}
-    SET locked_until = ${SQLITE_NOW} + MAX(CAST(ROUND($2 * 1000.0) AS INTEGER), locked_until - heartbeat_at), heartbeat_at = ${SQLITE_NOW}
+    SET locked_until = ${db.sql.now} + MAX(CAST(ROUND($2 * 1000.0) AS INTEGER), locked_until - heartbeat_at), heartbeat_at = ${db.sql.now}
     WHERE claim_token IN (SELECT value FROM json_each($1)) AND status = 'running'
     RETURNING claim_token`,
   // No UPDATE … RETURNING: lock the rows that are still running under these tokens, extend those.
   mysql: (db) => (executor, [tokens, lease]) =>
-    executor.transaction(async (tx) => {
-      const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
-        `SELECT id, claim_token FROM ${db.table} WHERE claim_token IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
-        [tokens],
-      );
-      if (rows.length > 0) {
-        // Left to right: locked_until is set from the old heartbeat_at, before that changes.
-        await tx.query(
-          `UPDATE ${db.table}
-           SET locked_until = ${MYSQL_NOW} + INTERVAL GREATEST(ROUND($2 * 1000000), TIMESTAMPDIFF(MICROSECOND, heartbeat_at, locked_until)) MICROSECOND,
-               heartbeat_at = ${MYSQL_NOW}
-           WHERE id IN ($1)`,
-          [
-            rows.map((r) => r.id),
-            lease,
-          ],
-        );
-      }
-      return { rows: rows.map((r) => ({ claim_token: r.claim_token })), rowCount: rows.length };
+    lockUpdateRead<{ id: number | string; claim_token: string }, { claim_token: string }>(db, executor, {
+      lock: async (tx) =>
+        (
+          await tx.query<{ id: number | string; claim_token: string }>(
+            `SELECT id, claim_token FROM ${db.table} WHERE claim_token IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
+            [tokens],
+          )
+        ).rows,
+      // Left to right: locked_until is set from the old heartbeat_at, before that changes.
+      set: () => ({
+        set: `locked_until = ${db.sql.now} + INTERVAL GREATEST(ROUND($2 * 1000000), TIMESTAMPDIFF(MICROSECOND, heartbeat_at, locked_until)) MICROSECOND,
+              heartbeat_at = ${db.sql.now}`,
+        params: [lease],
+      }),
+      answer: (kept) => kept.map(({ claim_token }) => ({ claim_token })),
     }),
 };
 
@@ -73,18 +68,10 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
  * Extends the leases of the given claims from the database's now; returns the tokens that
  * are still valid. A token missing from the answer lost its job (taken over or cancelled).
  */
-export async function extendLeases(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
-  if (unordered.length === 0) return new Set();
-  // Rows are locked in input order: id order here and in completeRuns, or an extension and a
-  // completion over the same jobs on two connections can deadlock.
-  const claims = [...unordered].sort((a, b) => a.id - b.id);
-  const { rows } = await runSql<{ claim_token: string }>(
-    db.executor,
-    forDialect(EXTEND, db.dialect, "extend leases")(db),
-    [claims.map((c) => c.token), lease, claims.map((c) => c.id)],
-    "extend",
-  );
-  return new Set(rows.map((r) => String(r.claim_token)));
+export function extendLeases(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
+  // Rows are locked in id order, here and in completeRuns, or an extension and a completion
+  // over the same jobs on two connections can deadlock.
+  return runOverClaims(db.executor, unordered, forDialect(EXTEND, db.dialect, "extend leases")(db), (claims) => [claims.map((c) => c.token), lease, claims.map((c) => c.id)], "extend");
 }
 
 /** The same for one token whose job id the caller does not know (the public `heartbeat`). */

@@ -1,6 +1,5 @@
 import { JobError } from "./errors.js";
 import { hasLoneSurrogate } from "./validate.js";
-import type { DialectName } from "./db/executor.js";
 
 /** Deeper than this, JSON is refused: deeper still would overflow the stack while it is checked or written. */
 export const MAX_JSON_DEPTH = 500;
@@ -165,16 +164,4 @@ function read(value: object, key: string | number, path: string): unknown {
   } catch (error) {
     throw new JobError(`${path}: reading it threw: ${reason(error)}`, path);
   }
-}
-
-/**
- * A JSON column as the driver returns it: pg parses jsonb itself (so a JSON string arrives
- * as a JS string and must not be parsed again); SQLite and MariaDB hand back the text.
- */
-export function parseJson(value: unknown, dialect: DialectName): unknown {
-  if (value === null || value === undefined) return null;
-  if (dialect === "postgres") return value;
-  if (typeof value === "string") return JSON.parse(value) as unknown;
-  if (Buffer.isBuffer(value)) return JSON.parse(value.toString("utf8")) as unknown;
-  return value;
 }

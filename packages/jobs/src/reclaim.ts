@@ -1,7 +1,6 @@
 import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
-import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
-import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
+import { lockUpdateRead } from "./dialects/lock-update-read.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 import { RECLAIM_OPTION_KEYS, checkOptions, type ReclaimOptions } from "./options.js";
 import { checkName, checkSeconds } from "./validate.js";
@@ -31,6 +30,25 @@ interface ReclaimedRow {
   status: "pending" | "failed";
 }
 
+/**
+ * `last_error` of a run its worker lost: the sentence, in the dialect's SQL, from the row's
+ * columns (`column` qualifies a name) and the parameter holding WORKER_LOST_PREFIX.
+ */
+function lostWorkerError(db: JobsDatabase, prefix: string, column: (name: string) => string = (name) => name): string {
+  return db.sql.concat([
+    prefix,
+    "': attempt '",
+    column("attempts"),
+    "' of '",
+    column("max_attempts"),
+    "' held by '",
+    `COALESCE(${column("locked_by")}, 'an unknown worker')`,
+    "' stopped sending heartbeats (last at '",
+    db.sql.isoTimestamp(column("heartbeat_at")),
+    "'); the handler never reported success or failure'",
+  ]);
+}
+
 const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> = {
   // SKIP LOCKED: five reclaimers at once split the rows instead of reclaiming one twice; a
   // row locked by its worker's heartbeat is skipped and its fresh lease is honoured.
@@ -45,9 +63,7 @@ const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> =
     )
     UPDATE ${db.table} AS j
     SET status = CASE WHEN j.started_at IS NULL OR j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END,
-        last_error = CASE WHEN j.started_at IS NULL THEN j.last_error ELSE $3::text || ': attempt ' || j.attempts || ' of ' || j.max_attempts ||
-          ' held by ' || COALESCE(j.locked_by, 'an unknown worker') || ' stopped sending heartbeats (last at ' ||
-          to_char(j.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '); the handler never reported success or failure' END,
+        last_error = CASE WHEN j.started_at IS NULL THEN j.last_error ELSE ${lostWorkerError(db, "$3::text", (name) => `j.${name}`)} END,
         finished_at = CASE WHEN j.started_at IS NULL OR j.attempts < j.max_attempts THEN NULL ELSE now() END,
         run_at = CASE WHEN j.started_at IS NULL THEN j.run_at WHEN j.attempts < j.max_attempts THEN now() ELSE j.run_at END,
         claim_token = NULL, locked_until = NULL, updated_at = now()
@@ -56,53 +72,47 @@ const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> =
   // One statement under SQLite's single writer: nobody can heartbeat in between.
   sqlite: (db) => `
     UPDATE ${db.table}
-    SET status = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN 'pending' ELSE 'failed' END,
-        last_error = CASE WHEN started_at IS NULL THEN last_error ELSE $3 || ': attempt ' || attempts || ' of ' || max_attempts ||
-          ' held by ' || COALESCE(locked_by, 'an unknown worker') || ' stopped sending heartbeats (last at ' ||
-          strftime('%Y-%m-%dT%H:%M:%fZ', heartbeat_at / 1000.0, 'unixepoch') || '); the handler never reported success or failure' END,
-        finished_at = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN NULL ELSE ${SQLITE_NOW} END,
-        run_at = CASE WHEN started_at IS NULL THEN run_at WHEN attempts < max_attempts THEN ${SQLITE_NOW} ELSE run_at END,
-        claim_token = NULL, locked_until = NULL, updated_at = ${SQLITE_NOW}
+    SET ${reclaimSet(db, "$3")}
     WHERE status = 'running'
-      AND CASE WHEN $1 IS NULL THEN locked_until < ${SQLITE_NOW} ELSE heartbeat_at <= ${sqliteNowPlus("$1", "-")} END
+      AND CASE WHEN $1 IS NULL THEN locked_until < ${db.sql.now} ELSE heartbeat_at <= ${db.sql.nowPlus("$1", "-")} END
       AND ($2 IS NULL OR queue = $2)
     RETURNING id, queue, task, attempts, status`,
-  // Lock the lost rows, update them, read them back. MariaDB assigns left to right: no SET
-  // below reads a column an earlier one changed.
+  // Lock the lost rows, update them, read them back.
   // No SKIP LOCKED here (unlike the claim): with InnoDB, reclaimers scanning the same index
   // at once each skipped rows that another had only half-locked, and expired jobs were left
   // to nobody (bench/BENCHMARKS.md). A plain FOR UPDATE waits instead:
   // a row a heartbeat held is re-read once it commits, so its fresh lease is still honoured,
   // and a second reclaimer finds the first one's rows already pending. Deadlocks are retried.
   mysql: (db) => (executor, [lease, queue, prefix]) =>
-    executor.transaction(async (tx) => {
-      const lost = await tx.query<{ id: number | string }>(
-        `SELECT id FROM ${db.table}
-         WHERE status = 'running'
-           AND CASE WHEN $1 IS NULL THEN locked_until < ${MYSQL_NOW} ELSE heartbeat_at <= ${mysqlNowPlus("$1", "-")} END
-           AND ($2 IS NULL OR queue = $2)
-         ORDER BY id
-         FOR UPDATE`,
-        [lease, queue],
-      );
-      if (lost.rows.length === 0) return { rows: [], rowCount: 0 };
-      const ids = lost.rows.map((r) => r.id);
-      await tx.query(
-        `UPDATE ${db.table}
-         SET status = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN 'pending' ELSE 'failed' END,
-             last_error = CASE WHEN started_at IS NULL THEN last_error ELSE CONCAT($2, ': attempt ', attempts, ' of ', max_attempts,
-               ' held by ', COALESCE(locked_by, 'an unknown worker'), ' stopped sending heartbeats (last at ',
-               DATE_FORMAT(heartbeat_at, '%Y-%m-%dT%H:%i:%s.'), LPAD(FLOOR(MICROSECOND(heartbeat_at) / 1000), 3, '0'),
-               'Z); the handler never reported success or failure') END,
-             finished_at = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN NULL ELSE ${MYSQL_NOW} END,
-             run_at = CASE WHEN started_at IS NULL THEN run_at WHEN attempts < max_attempts THEN ${MYSQL_NOW} ELSE run_at END,
-             claim_token = NULL, locked_until = NULL, updated_at = ${MYSQL_NOW}
-         WHERE id IN ($1)`,
-        [ids, prefix],
-      );
-      return tx.query<ReclaimedRow>(`SELECT id, queue, task, attempts, status FROM ${db.table} WHERE id IN ($1)`, [ids]);
+    lockUpdateRead<{ id: number | string }, ReclaimedRow>(db, executor, {
+      lock: async (tx) =>
+        (
+          await tx.query<{ id: number | string }>(
+            `SELECT id FROM ${db.table}
+             WHERE status = 'running'
+               AND CASE WHEN $1 IS NULL THEN locked_until < ${db.sql.now} ELSE heartbeat_at <= ${db.sql.nowPlus("$1", "-")} END
+               AND ($2 IS NULL OR queue = $2)
+             ORDER BY id
+             FOR UPDATE`,
+            [lease, queue],
+          )
+        ).rows,
+      set: () => ({ set: reclaimSet(db, "$2"), params: [prefix] }),
+      answer: "id, queue, task, attempts, status",
     }),
 };
+
+/**
+ * SQLite's and MariaDB's SET of a reclaim. MariaDB assigns left to right: no SET here reads a
+ * column an earlier one changed.
+ */
+function reclaimSet(db: JobsDatabase, prefix: string): string {
+  return `status = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN 'pending' ELSE 'failed' END,
+        last_error = CASE WHEN started_at IS NULL THEN last_error ELSE ${lostWorkerError(db, prefix)} END,
+        finished_at = CASE WHEN started_at IS NULL OR attempts < max_attempts THEN NULL ELSE ${db.sql.now} END,
+        run_at = CASE WHEN started_at IS NULL THEN run_at WHEN attempts < max_attempts THEN ${db.sql.now} ELSE run_at END,
+        claim_token = NULL, locked_until = NULL, updated_at = ${db.sql.now}`;
+}
 
 /**
  * `silentFor`: seconds without a heartbeat after which a running job is taken back, whatever

@@ -1,6 +1,5 @@
 import type { DialectName, Executor, QueryResult } from "./db/executor.js";
-import { MYSQL_NOW } from "./db/mysql.js";
-import { SQLITE_NOW } from "./db/sqlite.js";
+import { dialectFor } from "./dialects/index.js";
 
 /** SQL that differs per backend; everything else is written once. Every dialect must have an entry. */
 export type PerDialect<T> = Record<DialectName, T>;
@@ -34,9 +33,25 @@ export function valuesList(rows: number, width: number, row: (p: (column: number
   return Array.from({ length: rows }, (_, r) => row((column) => `$${r * width + column}`)).join(", ");
 }
 
-const NOW: PerDialect<string> = { postgres: "now()", sqlite: SQLITE_NOW, mysql: MYSQL_NOW };
-
-/** The database clock as an SQL expression: every time comparison uses it, never a worker's clock. */
+/** The database clock as an SQL expression (`db.sql.now`), for code that holds only the dialect's name. */
 export function dbNow(dialect: DialectName): string {
-  return NOW[dialect];
+  return dialectFor(dialect).now;
+}
+
+/**
+ * Runs a fenced write over a worker's claims in id order — the lock order of every such
+ * write (extendLeases, startRuns, completeRuns), or two of them over the same jobs on two
+ * connections can deadlock — and returns the claim tokens it kept.
+ */
+export async function runOverClaims<C extends { id: number }>(
+  executor: Executor,
+  unordered: readonly C[],
+  sql: string | Script<{ claim_token: string }>,
+  params: (claims: C[]) => unknown[],
+  name?: string,
+): Promise<Set<string>> {
+  if (unordered.length === 0) return new Set();
+  const claims = [...unordered].sort((a, b) => a.id - b.id);
+  const { rows } = await runSql(executor, sql, params(claims), name);
+  return new Set(rows.map((r) => String(r.claim_token)));
 }

@@ -1,7 +1,6 @@
 import type { JobsDatabase } from "./db/database.js";
-import { MYSQL_NOW, mysqlNowPlus } from "./db/mysql.js";
-import { SQLITE_NOW, sqliteNowPlus } from "./db/sqlite.js";
-import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
+import { lockOwnRuns, lockUpdateRead } from "./dialects/lock-update-read.js";
+import { forDialect, runOverClaims, type PerDialect, type Script } from "./sql.js";
 
 /**
  * The rule of the worker's buffer: a claim counts an attempt only for the jobs that start at
@@ -37,8 +36,8 @@ const START: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: str
     executor.query<{ claim_token: string }>(
       `UPDATE ${db.table} AS j
        SET attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN 1 ELSE 0 END,
-           started_at = COALESCE(j.started_at, ${SQLITE_NOW}),
-           locked_until = ${sqliteNowPlus("$2")}, heartbeat_at = ${SQLITE_NOW}, updated_at = ${SQLITE_NOW}
+           started_at = COALESCE(j.started_at, ${db.sql.now}),
+           locked_until = ${db.sql.nowPlus("$2")}, heartbeat_at = ${db.sql.now}, updated_at = ${db.sql.now}
        FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token FROM json_each($1) AS e) AS v
        WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'
        RETURNING claim_token`,
@@ -46,37 +45,20 @@ const START: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: str
     ),
   // No UPDATE … RETURNING: lock the rows still ours, update exactly those.
   mysql: (db) => (executor, [ids, tokens, lease]) =>
-    executor.transaction(async (tx) => {
-      const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
-        `SELECT id, claim_token FROM ${db.table} WHERE id IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
-        [ids],
-      );
-      const current = new Map(rows.map((r) => [Number(r.id), r.claim_token]));
-      const kept = (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string })).filter((c) => current.get(c.id) === c.claim_token);
-      if (kept.length > 0) {
-        await tx.query(
-          `UPDATE ${db.table}
-           SET attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
-               started_at = COALESCE(started_at, ${MYSQL_NOW}),
-               locked_until = ${mysqlNowPlus("$2")}, heartbeat_at = ${MYSQL_NOW}, updated_at = ${MYSQL_NOW}
-           WHERE id IN ($1)`,
-          [kept.map((k) => k.id), lease],
-        );
-      }
-      return { rows: kept.map(({ claim_token }) => ({ claim_token })), rowCount: kept.length };
+    lockUpdateRead(db, executor, {
+      lock: (tx) => lockOwnRuns(db, tx, (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string }))),
+      set: () => ({
+        set: `attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
+              started_at = COALESCE(started_at, ${db.sql.now}),
+              locked_until = ${db.sql.nowPlus("$2")}, heartbeat_at = ${db.sql.now}, updated_at = ${db.sql.now}`,
+        params: [lease],
+      }),
+      answer: (kept) => kept.map(({ claim_token }) => ({ claim_token })),
     }),
 };
 
 /** Counts the attempts of held jobs about to start; returns the tokens still ours. */
-export async function startRuns(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
-  if (unordered.length === 0) return new Set();
+export function startRuns(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
   // Id order, as in extendLeases and completeRuns: one lock order on every connection.
-  const claims = [...unordered].sort((a, b) => a.id - b.id);
-  const { rows } = await runSql<{ claim_token: string }>(
-    db.executor,
-    forDialect(START, db.dialect, "start")(db),
-    [claims.map((c) => c.id), claims.map((c) => c.token), lease],
-    "start",
-  );
-  return new Set(rows.map((r) => String(r.claim_token)));
+  return runOverClaims(db.executor, unordered, forDialect(START, db.dialect, "start")(db), (claims) => [claims.map((c) => c.id), claims.map((c) => c.token), lease], "start");
 }

@@ -1,8 +1,6 @@
 import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
-import { JOB_COLUMNS, toJob, type JobRow } from "./job-row.js";
-import { MYSQL_NOW } from "./db/mysql.js";
-import { SQLITE_NOW } from "./db/sqlite.js";
+import { columnList, JOB_COLUMNS, toJob } from "./job-row.js";
 import { forDialect, type PerDialect } from "./sql.js";
 import type { Job, QueueStatus, StatusCountsByState } from "./types.js";
 import { DEFAULT_QUEUE, QUEUE_READ_OPTION_KEYS, READ_OPTION_KEYS, checkOptions, type QueueReadOptions, type ReadOptions } from "./options.js";
@@ -22,11 +20,11 @@ export async function getJob(id: number, options: ReadOptions = {}): Promise<Job
   checkJobId(id);
   const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);
   const db = resolveDb(options.db);
-  const { rows } = await db.executor.query<JobRow>(
-    `SELECT ${JOB_COLUMNS} FROM ${db.table} WHERE id = $1${tenant === null ? "" : " AND tenant = $2"}`,
+  const { rows } = await db.executor.query(
+    `SELECT ${columnList(db.sql, JOB_COLUMNS)} FROM ${db.table} WHERE id = $1${tenant === null ? "" : " AND tenant = $2"}`,
     tenant === null ? [id] : [id, tenant],
   );
-  return rows[0] ? toJob(rows[0], db.dialect) : null;
+  return rows[0] ? toJob(db.sql, rows[0]) : null;
 }
 
 /** Jobs waiting in a queue, delayed ones included (see `statusCounts` for the ready ones). */
@@ -60,14 +58,14 @@ const COUNTS: PerDialect<(db: JobsDatabase, where: string) => string> = {
   // SQLite has FILTER (3.30+); ages are milliseconds there.
   sqlite: (db, where) => `
     SELECT queue, status, count(*) AS n,
-           count(*) FILTER (WHERE status = 'pending' AND run_at <= ${SQLITE_NOW}) AS ready,
-           (${SQLITE_NOW} - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= ${SQLITE_NOW})) / 1000.0 AS oldest_ready_age
+           count(*) FILTER (WHERE status = 'pending' AND run_at <= ${db.sql.now}) AS ready,
+           (${db.sql.now} - min(run_at) FILTER (WHERE status = 'pending' AND run_at <= ${db.sql.now})) / 1000.0 AS oldest_ready_age
     FROM ${db.table} ${where}
     GROUP BY queue, status`,
   mysql: (db, where) => `
     SELECT queue, status, count(*) AS n,
-           SUM(status = 'pending' AND run_at <= ${MYSQL_NOW}) AS ready,
-           TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN status = 'pending' AND run_at <= ${MYSQL_NOW} THEN run_at END), ${MYSQL_NOW}) / 1000000 AS oldest_ready_age
+           SUM(status = 'pending' AND run_at <= ${db.sql.now}) AS ready,
+           TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN status = 'pending' AND run_at <= ${db.sql.now} THEN run_at END), ${db.sql.now}) / 1000000 AS oldest_ready_age
     FROM ${db.table} ${where}
     GROUP BY queue, status`,
 };

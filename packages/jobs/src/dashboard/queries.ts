@@ -1,8 +1,5 @@
 import type { JobsDatabase } from "../db/database.js";
-import { MYSQL_NOW } from "../db/mysql.js";
-import { SQLITE_NOW } from "../db/sqlite.js";
-import { toDate } from "../job-row.js";
-import { parseJson } from "../payload.js";
+import { columnList, decodeRow, toDate, type JobColumn } from "../job-row.js";
 import { forDialect, type PerDialect } from "../sql.js";
 import type { JobStatus } from "../types.js";
 
@@ -23,57 +20,38 @@ export interface JobSummary {
   finishedAt: Date | null;
 }
 
-interface SummaryRow {
-  id: number | string;
-  queue: string;
-  task: string;
-  status: JobStatus;
-  attempts: number | string;
-  max_attempts: number | string;
-  last_error: string | null;
-  payload: unknown;
-  progress: unknown;
-  run_at: unknown;
-  heartbeat_at: unknown;
-  locked_by: string | null;
-  finished_at: unknown;
-}
-
 // Named columns, one status, newest first, a bounded LIMIT: the same text runs on
 // PostgreSQL, SQLite and MariaDB (the executor rewrites `$1` for the latter two).
-const COLUMNS = "id, queue, task, status, attempts, max_attempts, last_error, payload, progress, run_at, heartbeat_at, locked_by, finished_at";
+const SUMMARY = [
+  "id", "queue", "task", "status", "attempts", "max_attempts", "last_error", "payload", "progress", "run_at", "heartbeat_at", "locked_by", "finished_at",
+] as const satisfies readonly JobColumn[];
 export const MAX_LIST = 100;
 
 /** The newest `limit` jobs in `status` (ORDER BY id DESC), at most MAX_LIST. */
 export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20): Promise<JobSummary[]> {
   const n = Math.min(MAX_LIST, Math.max(1, Math.trunc(limit)));
-  const { rows } = await db.executor.query<SummaryRow>(
-    `SELECT ${COLUMNS} FROM ${db.table} WHERE status = $1 ORDER BY id DESC LIMIT ${n}`,
+  const { rows } = await db.executor.query(
+    `SELECT ${columnList(db.sql, SUMMARY)} FROM ${db.table} WHERE status = $1 ORDER BY id DESC LIMIT ${n}`,
     [status],
   );
-  return rows.map((row) => toSummary(row, db));
-}
-
-function toSummary(row: SummaryRow, db: JobsDatabase): JobSummary {
-  return {
-    id: Number(row.id),
-    queue: row.queue,
-    task: row.task,
-    status: row.status,
-    attempts: Number(row.attempts),
-    maxAttempts: Number(row.max_attempts),
-    lastError: row.last_error,
-    payload: parseJson(row.payload, db.dialect),
-    progress: parseJson(row.progress, db.dialect),
-    runAt: dateColumn(row.run_at),
-    heartbeatAt: dateColumn(row.heartbeat_at),
-    lockedBy: row.locked_by ?? null,
-    finishedAt: dateColumn(row.finished_at),
-  };
-}
-
-function dateColumn(value: unknown): Date | null {
-  return value === null || value === undefined ? null : toDate(value);
+  return rows.map((raw) => {
+    const row = decodeRow(db.sql, SUMMARY, raw);
+    return {
+      id: row.id,
+      queue: row.queue,
+      task: row.task,
+      status: row.status,
+      attempts: row.attempts,
+      maxAttempts: row.max_attempts,
+      lastError: row.last_error,
+      payload: row.payload,
+      progress: row.progress,
+      runAt: row.run_at,
+      heartbeatAt: row.heartbeat_at,
+      lockedBy: row.locked_by,
+      finishedAt: row.finished_at,
+    };
+  });
 }
 
 /** The chart's span: one slot per minute, the last one being the database clock's current minute. */
@@ -110,7 +88,6 @@ export interface RecentActivity {
  */
 interface MinuteClock {
   minute(timestamp: string): string;
-  now: string;
   start(minute: string): string;
 }
 
@@ -120,14 +97,19 @@ const pgMinute = (timestamp: string) => `floor(extract(epoch from ${timestamp}) 
 const sqliteMinute = (timestamp: string) => `(${timestamp} / 60000)`;
 
 const CLOCK: PerDialect<MinuteClock> = {
-  postgres: { minute: pgMinute, now: pgMinute("now()"), start: (m) => `to_timestamp((${m}) * 60)` },
-  sqlite: { minute: sqliteMinute, now: sqliteMinute(SQLITE_NOW), start: (m) => `((${m}) * 60000)` },
-  mysql: { minute: mysqlMinute, now: mysqlMinute(MYSQL_NOW), start: (m) => `(${MYSQL_EPOCH} + INTERVAL (${m}) MINUTE)` },
+  postgres: { minute: pgMinute, start: (m) => `to_timestamp((${m}) * 60)` },
+  sqlite: { minute: sqliteMinute, start: (m) => `((${m}) * 60000)` },
+  mysql: { minute: mysqlMinute, start: (m) => `(${MYSQL_EPOCH} + INTERVAL (${m}) MINUTE)` },
 };
 
+/** SQL: the database clock's current minute. */
+function currentMinute(db: JobsDatabase, clock: MinuteClock): string {
+  return clock.minute(db.sql.now);
+}
+
 /** SQL: the timestamp where the chart's first minute starts. */
-function windowStart(clock: MinuteClock): string {
-  return clock.start(`${clock.now} - ${CHART_MINUTES - 1}`);
+function windowStart(db: JobsDatabase, clock: MinuteClock): string {
+  return clock.start(`${currentMinute(db, clock)} - ${CHART_MINUTES - 1}`);
 }
 
 interface BucketRow {
@@ -153,11 +135,11 @@ interface WaitRow {
 async function throughput(db: JobsDatabase, clock: MinuteClock): Promise<{ nowMinute: number; throughput: Map<string, Throughput> }> {
   const { rows } = await db.executor.query<BucketRow>(
     `SELECT c.now_minute, t.queue, t.status, t.bucket, t.n
-     FROM (SELECT ${clock.now} AS now_minute) AS c
+     FROM (SELECT ${currentMinute(db, clock)} AS now_minute) AS c
      LEFT JOIN (
        SELECT queue, status, ${clock.minute("finished_at")} AS bucket, count(*) AS n
        FROM ${db.table}
-       WHERE status IN ('done', 'failed', 'cancelled') AND finished_at >= ${windowStart(clock)}
+       WHERE status IN ('done', 'failed', 'cancelled') AND finished_at >= ${windowStart(db, clock)}
        GROUP BY queue, status, ${clock.minute("finished_at")}
      ) AS t ON 1 = 1`,
   );
@@ -185,7 +167,7 @@ async function throughput(db: JobsDatabase, clock: MinuteClock): Promise<{ nowMi
  * window's activity, not by the size of the table.
  */
 async function waits(db: JobsDatabase, clock: MinuteClock, sample: number): Promise<Map<string, WaitTimes>> {
-  const since = windowStart(clock);
+  const since = windowStart(db, clock);
   const { rows } = await db.executor.query<WaitRow>(
     `SELECT queue, run_at, started_at FROM (
        SELECT queue, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY queue ORDER BY started_at DESC) AS rank_in_queue

@@ -1,4 +1,5 @@
 import type { DialectName, Executor } from "./executor.js";
+import { dialectFor, type Dialect } from "../dialects/index.js";
 import { qualified } from "./identifiers.js";
 
 export const TABLE_NAME = "jobs";
@@ -18,6 +19,8 @@ export interface DatabaseSettings {
  */
 export class JobsDatabase {
   readonly dialect: DialectName;
+  /** The backend's SQL fragments and capabilities (the clock, tokens, RETURNING…): what operations build their statements from. */
+  readonly sql: Dialect;
   /** Quoted, schema-qualified table name: the only interpolation the SQL receives. */
   readonly table: string;
   readonly migrationsTable: string;
@@ -30,6 +33,7 @@ export class JobsDatabase {
     private readonly bindClient?: (client: unknown) => Executor,
   ) {
     this.dialect = executor.dialect;
+    this.sql = dialectFor(this.dialect);
     this.table = qualified(this.dialect, settings.schema, TABLE_NAME);
     this.migrationsTable = qualified(this.dialect, settings.schema, MIGRATIONS_TABLE);
     this.channel = settings.schema ? `forge_jobs.${settings.schema}` : "forge_jobs";

@@ -24,19 +24,11 @@ interface MysqlDriver {
 }
 type TypeCast = (field: { type: string; string(): string | null }, next: () => unknown) => unknown;
 
-/** The database clock: UTC whatever the session's time_zone, so a pool we did not configure reads and writes the same instants. */
-export const MYSQL_NOW = "UTC_TIMESTAMP(6)";
-
-/** `MYSQL_NOW ± seconds`, the seconds being an SQL expression (a `$n`); microsecond precision. */
-export function mysqlNowPlus(seconds: string, sign: "+" | "-" = "+"): string {
-  return `(${MYSQL_NOW} ${sign} INTERVAL ROUND(${seconds} * 1000000) MICROSECOND)`;
-}
-
 /** ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: the server rolled back; running the transaction again is the documented remedy. */
 const RETRYABLE_ERRNOS = new Set([1213, 1205]);
 const MAX_ATTEMPTS = 5;
 
-/** DATETIME columns hold UTC (see MYSQL_NOW): read them as UTC regardless of the pool's `timezone` option. */
+/** DATETIME columns hold UTC (see the dialect's clock): read them as UTC regardless of the pool's `timezone` option. */
 const utcDates: TypeCast = (field, next) => {
   if (field.type === "DATETIME" || field.type === "TIMESTAMP") {
     const text = field.string();
@@ -250,19 +242,4 @@ export function wrapMysqlConnection(db: unknown): Executor {
 function promiseApi(db: unknown): unknown {
   const promise = (db as { promise?: unknown }).promise;
   return typeof promise === "function" ? (promise as () => unknown).call(db) : db;
-}
-
-/** ER_DUP_ENTRY: the one warning INSERT IGNORE may leave behind (a row skipped for its key). */
-const DUPLICATE_ENTRY = 1062;
-
-/**
- * After an INSERT IGNORE that skipped `duplicates` rows: fails when there were other warnings
- * (a value out of range, a NULL for NOT NULL — which IGNORE would have stored "adjusted").
- */
-export async function refuseWarnings(tx: Executor, duplicates: number): Promise<void> {
-  const { rows } = await tx.query<{ n: number | string }>("SELECT @@warning_count AS n");
-  if (Number(rows[0]?.n ?? 0) <= duplicates) return;
-  const warnings = (await tx.query<{ Code: number | string; Message: string }>("SHOW WARNINGS")).rows;
-  const other = warnings.find((w) => Number(w.Code) !== DUPLICATE_ENTRY);
-  throw new Error(`MariaDB refused the insert: ${other ? `${other.Message} (warning ${other.Code})` : "it left unexpected warnings"}`);
 }

@@ -30,19 +30,6 @@ const STATEMENT_CACHE_SIZE = 500;
 /** The longest pause between two looks at whether the application's transaction has ended. */
 const MAX_CALLER_WAIT_STEP_MS = 50;
 
-/** The database clock in epoch milliseconds. julianday('now') works on every SQLite ≥ 3.35 (unixepoch('subsec') needs 3.42). */
-export const SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
-
-/** `SQLITE_NOW ± seconds`, the seconds being an SQL expression (a `$n`). */
-export function sqliteNowPlus(seconds: string, sign: "+" | "-" = "+"): string {
-  return `(${SQLITE_NOW} ${sign} CAST(ROUND(${seconds} * 1000.0) AS INTEGER))`;
-}
-
-/** A random version-4 UUID, evaluated per row (claim tokens). */
-export const SQLITE_UUID =
-  "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || " +
-  "substr('89ab', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)))";
-
 export function isSqliteDatabase(db: unknown): db is SqliteDatabase {
   return typeof db === "object" && db !== null && typeof (db as { prepare?: unknown }).prepare === "function" && typeof (db as { pragma?: unknown }).pragma === "function";
 }

@@ -1,4 +1,4 @@
-import { SQLITE_NOW } from "../db/sqlite.js";
+import { SQLITE_NOW } from "../dialects/sqlite.js";
 import type { Migration } from "./types.js";
 
 /** The jobs table of migrations/postgres.ts in SQLite: timestamps are epoch milliseconds (INTEGER), JSON is TEXT. */

@@ -7,8 +7,8 @@ import { escapeHtml } from "../../src/dashboard/escape.js";
 import { formatAge, progressBar } from "../../src/dashboard/render.js";
 import { formatDuration } from "../../src/dashboard/chart.js";
 import { recentActivity, waitTimes } from "../../src/dashboard/queries.js";
-import { mysqlNowPlus } from "../../src/db/mysql.js";
-import { sqliteNowPlus } from "../../src/db/sqlite.js";
+import { mysql as mysqlDialect } from "../../src/dialects/mysql.js";
+import { sqlite as sqliteDialect } from "../../src/dialects/sqlite.js";
 import { backends, deferred, waitFor, type Backend, type TestDatabase } from "../helpers/backends.js";
 
 const SCRIPT = "<script>alert(1)</script>";
@@ -18,8 +18,8 @@ const BASE = "/admin/jobs";
 /** SQL for "the database clock, `seconds` ago". */
 const AGO: Record<Backend["name"], (seconds: number) => string> = {
   postgres: (seconds) => `now() - make_interval(secs => ${seconds})`,
-  sqlite: (seconds) => sqliteNowPlus(String(seconds), "-"),
-  mysql: (seconds) => mysqlNowPlus(String(seconds), "-"),
+  sqlite: (seconds) => sqliteDialect.nowPlus(String(seconds), "-"),
+  mysql: (seconds) => mysqlDialect.nowPlus(String(seconds), "-"),
 };
 
 const minuteOf = (date: Date) => Math.floor(date.getTime() / 60_000);

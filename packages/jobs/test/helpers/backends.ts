@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, migrate, type JobsDatabase } from "../../src/index.js";
 import { toQuestionMarks } from "../../src/db/placeholders.js";
-import { SQLITE_NOW, type SqliteDatabase } from "../../src/db/sqlite.js";
+import type { SqliteDatabase } from "../../src/db/sqlite.js";
+import { SQLITE_NOW } from "../../src/dialects/sqlite.js";
 
 export const PG_URL = process.env.FORGE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 export const MYSQL_URL = process.env.FORGE_TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test";

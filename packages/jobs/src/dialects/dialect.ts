@@ -1,0 +1,43 @@
+import type { DialectName } from "../db/executor.js";
+
+/**
+ * What differs between backends beyond the driver: the SQL fragments the operation files build
+ * their statements from, and what each database can or cannot do. One object per backend,
+ * reached as `db.sql`; the driver adapters under db/ only connect, cache, retry and encode.
+ */
+export interface Dialect {
+  readonly name: DialectName;
+  /** The database clock as an SQL expression: every time comparison uses it, never a worker's clock. */
+  readonly now: string;
+  /** `now ± seconds`, the seconds being an SQL expression (usually a `$n`). */
+  nowPlus(seconds: string, sign?: "+" | "-"): string;
+  /** An SQL expression for a new claim token, evaluated per row; null where the queue makes tokens itself. */
+  readonly newToken: string | null;
+  /** Whether UPDATE … RETURNING exists; without it, a write that answers rows is a lock → update → read back script. */
+  readonly returning: boolean;
+  /** Whether a ready-job walk can pass over rows other claimers hold (FOR UPDATE SKIP LOCKED). */
+  readonly skipLocked: boolean;
+  /** The claim order as the ready index stores it (priority DESC, then id). */
+  readonly readyOrder: string;
+  /**
+   * `column IN <list parameter>`, for an array parameter as the driver sends it: a PostgreSQL
+   * array, a JSON text (SQLite, read with json_each), or a list expanded in place (MariaDB).
+   */
+  inList(column: string, parameter: string): string;
+  /** Text concatenation of SQL expressions. */
+  concat(parts: readonly string[]): string;
+  /** A timestamp column as ISO-8601 UTC text with milliseconds (`2024-01-02T03:04:05.678Z`). */
+  isoTimestamp(column: string): string;
+  /** A timestamp column as epoch milliseconds, where reading it that way is cheaper than the driver's own parsing. */
+  epochMs(column: string): string;
+  /** A JSON column's value as the driver hands it back, decoded. */
+  readJson(value: unknown): unknown;
+}
+
+/** A JSON column the driver hands back as text (SQLite, MariaDB) or bytes. */
+export function parseJsonText(value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "string") return JSON.parse(value) as unknown;
+  if (Buffer.isBuffer(value)) return JSON.parse(value.toString("utf8")) as unknown;
+  return value;
+}
