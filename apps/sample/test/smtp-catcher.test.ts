@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { startSmtpCatcher, type SmtpCatcher } from "../src/smtp-catcher.js";
 
 /** A bare SMTP client: each call sends one line (or none) and resolves with the server's complete reply. */
-async function smtpSession(url: string): Promise<{ say(line?: string): Promise<string>; socket: Socket }> {
+async function smtpSession(url: string): Promise<{ say: (line?: string) => Promise<string>; socket: Socket }> {
   const { hostname, port } = new URL(url);
   const socket = connect(Number(port), hostname);
   let buffer = "";

@@ -40,11 +40,13 @@ export class Wakeups {
     this.onError(error);
     const listener = this.listener;
     this.listener = null;
+    // Fire and forget: every Listener.close() swallows its own errors (the connection is gone anyway).
     void listener?.close();
     if (this.retryTimer) return;
     const delay = RESUBSCRIBE_DELAYS_MS[Math.min(this.failures++, RESUBSCRIBE_DELAYS_MS.length - 1)] as number;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
+      // Fire and forget: start() catches its own failure and comes back here through lost().
       void this.start();
     }, delay);
     this.retryTimer.unref();

@@ -7,7 +7,7 @@ export interface SchemaNames {
   /** Prefix for index names (unquoted, safe). */
   prefix: string;
   /** Quote an index or constraint name, qualified by schema where the dialect wants it. */
-  index(name: string): string;
+  index: (name: string) => string;
 }
 
 export interface Migration {
