@@ -15,8 +15,8 @@ export function writeMarkdown(path: string, results: Results): void {
   lines.push(`| cores (nproc) | ${m.machine.nproc} × ${m.machine.cpu} |`);
   lines.push(`| memory | ${m.machine.memoryGiB} GiB |`);
   lines.push(`| node | ${m.machine.node} |`);
-  lines.push(`| PostgreSQL | ${m.machine.postgres} (${Object.entries(m.machine.postgresSettings).map(([k, v]) => `${k}=${v}`).join(", ")}) |`);
-  for (const [k, v] of Object.entries(m.versions)) lines.push(`| ${k} | ${v} |`);
+  lines.push(`| PostgreSQL | ${m.machine.postgres} (${Object.entries(m.machine.postgresSettings).map(([k, v]) => `${k}=${String(v)}`).join(", ")}) |`);
+  for (const [k, v] of Object.entries(m.versions)) lines.push(`| ${k} | ${String(v)} |`);
   lines.push("");
   if (m.noise) lines.push(`Machine noise: ${m.noise}.`, "");
   const t = markdownTargets(results);

@@ -38,7 +38,9 @@ function pkgVersion(name: string): string {
           if (pkg.name === name) return pkg.version;
         }
       }
-    } catch {}
+    } catch {
+      // No readable package.json up the tree: the version is unknown.
+    }
     return "?";
   }
 }

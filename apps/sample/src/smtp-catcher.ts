@@ -28,7 +28,7 @@ export async function startSmtpCatcher(options: { beforeAccept?: (raw: string) =
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-      stream.on("end", async () => {
+      const accept = async () => {
         const raw = Buffer.concat(chunks).toString("utf8");
         // A test can hold the reply (a slow server) to catch the worker mid-send.
         if (options.beforeAccept) await options.beforeAccept(raw);
@@ -38,7 +38,11 @@ export async function startSmtpCatcher(options: { beforeAccept?: (raw: string) =
           subject: /^Subject: (.*)$/m.exec(raw)?.[1]?.trim() ?? "",
           raw,
         });
-        callback();
+      };
+      // A hold that rejects answers the client with an error, instead of leaving it waiting
+      // on a reply that never comes and the rejection unhandled.
+      stream.on("end", () => {
+        accept().then(() => callback(), callback);
       });
     },
   });

@@ -1,4 +1,4 @@
-import type { Row, Table } from "../lib/report.js";
+import type { Row } from "../lib/report.js";
 import { rotate } from "../lib/stats.js";
 import type { PgBossSystem } from "../systems/pgboss.js";
 import type { RawPgSystem } from "../systems/pg-raw.js";

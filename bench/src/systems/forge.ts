@@ -5,8 +5,8 @@ type JobsDb = ReturnType<Forge["connect"]>;
 
 /** What the harness needs from the backend itself: empty the table, count what is left. */
 export interface ForgeAdmin {
-  reset(table: string): Promise<void>;
-  unfinished(table: string): Promise<number>;
+  reset: (table: string) => Promise<void>;
+  unfinished: (table: string) => Promise<number>;
 }
 
 /** @forge/jobs through its public API, on any backend `connect()` takes. */

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { PG_URL, SCHEMA } from "../lib/env.js";
-import { mapLimit, sleep } from "../lib/stats.js";
+import { mapLimit } from "../lib/stats.js";
 import type { Payload, QueueSystem, StartOptions, WorkerHandle } from "./types.js";
 
 const T = `${SCHEMA.raw}.jobs`;

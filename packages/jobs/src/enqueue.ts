@@ -54,6 +54,7 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
 
 /** Where the server cannot push (SQLite, MariaDB), the workers of this process hear of ready jobs directly. */
 function wakeLocalWorkers(db: JobsDatabase, jobs: readonly NewJob[]): void {
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- called below with .call(db.executor)
   const notify = db.executor.notify;
   if (!notify) return;
   for (const queue of new Set(jobs.filter((j) => j.delay === 0).map((j) => j.queue))) notify.call(db.executor, db.channel, queue);

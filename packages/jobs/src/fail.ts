@@ -27,6 +27,7 @@ function failSql(db: JobsDatabase): string {
 
 /** Longest `last_error` kept, in UTF-16 units: the head of a message says what went wrong; megabytes of it only strain the write. */
 export const MAX_ERROR_LENGTH = 64 * 1024;
+// eslint-disable-next-line no-control-regex -- U+0000 is one of the characters no backend stores
 const UNSTORABLE_CHARACTERS = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**

@@ -42,11 +42,13 @@ export class Wakeups {
     this.onError(error);
     const listener = this.listener;
     this.listener = null;
+    // Fire and forget: every Listener.close() swallows its own errors (the connection is gone anyway).
     void listener?.close();
     if (this.retryTimer) return;
     const delay = backoffMs(RESUBSCRIBE_BACKOFF, this.failures++);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
+      // Fire and forget: start() catches its own failure and comes back here through lost().
       void this.start();
     }, delay);
     this.retryTimer.unref();

@@ -5,7 +5,7 @@ export interface SchemaNames {
   /** Quoted schema, or null for the connection's default. */
   schema: string | null;
   /** Quote an index or constraint name, qualified by schema where the dialect wants it. */
-  index(name: string): string;
+  index: (name: string) => string;
 }
 
 export interface Migration {

@@ -374,7 +374,8 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
 
   it("works mounted Express-style: req.url stripped of the mount path, originalUrl kept, body already parsed", async () => {
     const dashboard = createDashboard({ db: t.db, basePath: BASE });
-    const mounted = createServer(async (req, res) => {
+    // Fire and forget, as Node calls a request listener; a body that cannot be read ends the response.
+    const mounted = createServer((req, res) => void (async () => {
       const full = req.url ?? "/";
       if (!full.startsWith(BASE)) return void res.writeHead(404).end();
       Object.assign(req, { originalUrl: full });
@@ -385,7 +386,7 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
         Object.assign(req, { body: Object.fromEntries(new URLSearchParams(text)) });
       }
       dashboard(req, res, (error) => res.writeHead(error ? 500 : 404).end());
-    });
+    })().catch((error: Error) => res.destroy(error)));
     await new Promise<void>((resolve) => mounted.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(mounted.address() as AddressInfo).port}`;
     try {
