@@ -1,21 +1,21 @@
 import { claimJobs } from "./claim.js";
 import { RunAbort, loseJob } from "./abort.js";
 import { completeRuns } from "./complete.js";
-import { resolveDb, type DbLike } from "./connect.js";
-import { WorkerEmitter, type WorkerEventHandlers } from "./events.js";
+import { resolveDb } from "./connect.js";
+import { WorkerEmitter } from "./events.js";
 import type { JobsDatabase } from "./db/database.js";
 import { jobInfo, runHandler } from "./execute.js";
 import { DEFAULT_LEASE_SECONDS, EXTENSIONS_PER_LEASE, extendLeases } from "./lease.js";
-import { silentLogger, type Logger } from "./logger.js";
+import { silentLogger } from "./logger.js";
 import type { Handlers } from "./types.js";
 import { DEFAULT_QUEUE, DRAIN_OPTION_KEYS, PROCESS_OPTION_KEYS, checkLease, checkOptions, type DrainOptions, type ProcessOptions } from "./options.js";
 import { checkInteger, checkName } from "./validate.js";
-
-export type { DrainOptions, ProcessOptions } from "./options.js";
 import { randomUUID } from "node:crypto";
 import { settle, type RunDeps, type RunOutcome, type SettleWrites } from "./settle.js";
 import { instrumentEmitter } from "./telemetry.js";
 import { timerMs } from "./timers.js";
+
+export type { DrainOptions, ProcessOptions } from "./options.js";
 
 
 function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
