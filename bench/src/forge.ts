@@ -9,8 +9,8 @@ export type Forge = typeof Jobs;
  */
 let loaded: Promise<Forge> | null = null;
 export function loadForge(): Promise<Forge> {
-  loaded ??= (process.env.BENCH_FORGE_ENTRY === "dist"
-    ? import("@forge/jobs")
-    : import(new URL("../../packages/jobs/src/index.ts", import.meta.url).href)) as Promise<Forge>;
+  loaded ??= (
+    process.env.BENCH_FORGE_ENTRY === "dist" ? import("@forge/jobs") : import(new URL("../../packages/jobs/src/index.ts", import.meta.url).href)
+  ) as Promise<Forge>;
   return loaded;
 }

@@ -10,12 +10,20 @@ export function writeMarkdown(path: string, results: Results): void {
   const m = results.meta as Record<string, any>;
   const lines: string[] = [START, ""];
   lines.push(`Run of ${m.date} (${m.mode} mode, ${m.rounds} round(s), ${m.durationMinutes ?? "?"} min).`, "");
-  if (m.partialUpdate) lines.push(`Tables re-measured since by \`--only=${m.partialUpdate.only.join(",")}\` on ${m.partialUpdate.date} (their "measured" date is in results/latest.json).`, "");
+  if (m.partialUpdate)
+    lines.push(
+      `Tables re-measured since by \`--only=${m.partialUpdate.only.join(",")}\` on ${m.partialUpdate.date} (their "measured" date is in results/latest.json).`,
+      "",
+    );
   lines.push("| machine | |", "| --- | --- |");
   lines.push(`| cores (nproc) | ${m.machine.nproc} × ${m.machine.cpu} |`);
   lines.push(`| memory | ${m.machine.memoryGiB} GiB |`);
   lines.push(`| node | ${m.machine.node} |`);
-  lines.push(`| PostgreSQL | ${m.machine.postgres} (${Object.entries(m.machine.postgresSettings).map(([k, v]) => `${k}=${String(v)}`).join(", ")}) |`);
+  lines.push(
+    `| PostgreSQL | ${m.machine.postgres} (${Object.entries(m.machine.postgresSettings)
+      .map(([k, v]) => `${k}=${String(v)}`)
+      .join(", ")}) |`,
+  );
   for (const [k, v] of Object.entries(m.versions)) lines.push(`| ${k} | ${String(v)} |`);
   lines.push("");
   if (m.noise) lines.push(`Machine noise: ${m.noise}.`, "");
@@ -29,14 +37,30 @@ export function writeMarkdown(path: string, results: Results): void {
     const p = prof.summary;
     const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
     lines.push(`### Profile: @forge/jobs at concurrency ${p.concurrency}, ${p.jobs} no-op jobs, defaults`, "");
-    lines.push(`${Math.round(p.rate)} jobs/s. Per job: ${p.statementsPerJob.toFixed(2)} statements, ${p.commitsPerJob.toFixed(2)} commits (pg_stat_database), ${Math.round(p.walBytesPerJob)} WAL bytes, ${p.tupleUpdatesPerJob.toFixed(2)} row updates of which ${pct(p.hotUpdateShare)} HOT (${prof.indexes} indexes on the table), ${Math.round(p.nodeCpuUsPerJob)} µs of Node CPU; event loop busy ${pct(p.eventLoopUtilization)} of the run.`, "");
-    if (p.deadlocks || p.workerErrorCount) lines.push(`Deadlocks on the server during the run: ${p.deadlocks}; the worker reported ${p.workerErrorCount} \`worker:error\` event(s)${p.workerErrors?.length ? `: ${p.workerErrors.map((e: string) => `“${e}”`).join("; ")}` : ""}.`, "");
-    lines.push("| statement | per job | mean round trip | total | planning (EXPLAIN ANALYZE replay) | execution |", "| --- | ---: | ---: | ---: | ---: | ---: |");
+    lines.push(
+      `${Math.round(p.rate)} jobs/s. Per job: ${p.statementsPerJob.toFixed(2)} statements, ${p.commitsPerJob.toFixed(2)} commits (pg_stat_database), ${Math.round(p.walBytesPerJob)} WAL bytes, ${p.tupleUpdatesPerJob.toFixed(2)} row updates of which ${pct(p.hotUpdateShare)} HOT (${prof.indexes} indexes on the table), ${Math.round(p.nodeCpuUsPerJob)} µs of Node CPU; event loop busy ${pct(p.eventLoopUtilization)} of the run.`,
+      "",
+    );
+    if (p.deadlocks || p.workerErrorCount)
+      lines.push(
+        `Deadlocks on the server during the run: ${p.deadlocks}; the worker reported ${p.workerErrorCount} \`worker:error\` event(s)${p.workerErrors?.length ? `: ${p.workerErrors.map((e: string) => `“${e}”`).join("; ")}` : ""}.`,
+        "",
+      );
+    lines.push(
+      "| statement | per job | mean round trip | total | planning (EXPLAIN ANALYZE replay) | execution |",
+      "| --- | ---: | ---: | ---: | ---: | ---: |",
+    );
     for (const st of p.statements) {
       const e = (p.explained ?? []).find((x: { sql: string }) => x.sql === st.sql);
-      lines.push(`| \`${st.sql.replace(/\|/g, "\\|")}\` | ${st.perJob.toFixed(3)} | ${st.meanMs.toFixed(2)} ms | ${(st.totalMs / 1000).toFixed(2)} s | ${e ? `${e.planningMs} ms` : "–"} | ${e ? `${e.executionMs} ms` : "–"} |`);
+      lines.push(
+        `| \`${st.sql.replace(/\|/g, "\\|")}\` | ${st.perJob.toFixed(3)} | ${st.meanMs.toFixed(2)} ms | ${(st.totalMs / 1000).toFixed(2)} s | ${e ? `${e.planningMs} ms` : "–"} | ${e ? `${e.executionMs} ms` : "–"} |`,
+      );
     }
-    if (p.preparedEnqueue) lines.push("", `The enqueue statement, 300 times inside one rolled-back transaction (no commit in the timing): ${Math.round(p.preparedEnqueue.unnamedUs)} µs each as sent today (unnamed: parsed and planned every time) vs ${Math.round(p.preparedEnqueue.namedUs)} µs as a named prepared statement.`);
+    if (p.preparedEnqueue)
+      lines.push(
+        "",
+        `The enqueue statement, 300 times inside one rolled-back transaction (no commit in the timing): ${Math.round(p.preparedEnqueue.unnamedUs)} µs each as sent today (unnamed: parsed and planned every time) vs ${Math.round(p.preparedEnqueue.namedUs)} µs as a named prepared statement.`,
+      );
     lines.push("", "Claim plans (EXPLAIN ANALYZE, rolled back):", "");
     for (const [label, plan] of Object.entries(prof.plans as Record<string, string[]>)) {
       const exec = plan.find((l) => l.startsWith("Execution Time"));

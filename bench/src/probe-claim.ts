@@ -50,7 +50,9 @@ if (lean) {
   await client.query("DROP SCHEMA IF EXISTS bench_forge_probe CASCADE");
   await client.query("CREATE SCHEMA bench_forge_probe");
   await client.query(`CREATE TABLE bench_forge_probe.jobs (LIKE ${T} INCLUDING ALL)`);
-  const { rows } = await client.query<{ indexname: string; indexdef: string }>("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'bench_forge_probe' AND tablename = 'jobs'");
+  const { rows } = await client.query<{ indexname: string; indexdef: string }>(
+    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'bench_forge_probe' AND tablename = 'jobs'",
+  );
   for (const r of rows) {
     if (/\(idempotency_key\)/.test(r.indexdef)) {
       await client.query(`DROP INDEX bench_forge_probe."${r.indexname}"`);
@@ -86,13 +88,23 @@ for (const batch of [20, 100]) {
       const b = performance.now();
       claimMs += b - a;
       if (rows.length === 0) break;
-      await client.query({ text: COMPLETE, values: [rows.map((r) => r.id), rows.map((r) => r.claim_token), rows.map(() => null)], ...(v.named ? { name: "probe_complete" } : {}) });
+      await client.query({
+        text: COMPLETE,
+        values: [rows.map((r) => r.id), rows.map((r) => r.claim_token), rows.map(() => null)],
+        ...(v.named ? { name: "probe_complete" } : {}),
+      });
       completeMs += performance.now() - b;
       done += rows.length;
     }
     const s = (performance.now() - t0) / 1000;
     const wal = Number((await client.query<{ b: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::text AS b", [wal0])).rows[0]!.b);
-    console.log(`batch ${String(batch).padStart(3)}  ${v.label.padEnd(42)} ${Math.round(done / s).toString().padStart(6)} jobs/s  claim ${(claimMs / (done / batch)).toFixed(2)} ms  complete ${(completeMs / (done / batch)).toFixed(2)} ms per batch  ${Math.round(wal / done)} WAL B/job`);
+    console.log(
+      `batch ${String(batch).padStart(3)}  ${v.label.padEnd(42)} ${Math.round(done / s)
+        .toString()
+        .padStart(
+          6,
+        )} jobs/s  claim ${(claimMs / (done / batch)).toFixed(2)} ms  complete ${(completeMs / (done / batch)).toFixed(2)} ms per batch  ${Math.round(wal / done)} WAL B/job`,
+    );
   }
 }
 await client.query(`TRUNCATE ${T} RESTART IDENTITY`);

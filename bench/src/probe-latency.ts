@@ -29,7 +29,10 @@ listener.on("notification", () => {
 });
 const workerDb = forge.connect(PG_URL, { schema: SCHEMA.forge });
 const controller = new AbortController();
-const running = forge.runWorker({ noop: (p: { i: number }) => void (started[p.i] = performance.now()) }, { db: workerDb, concurrency: 10, signal: controller.signal });
+const running = forge.runWorker(
+  { noop: (p: { i: number }) => void (started[p.i] = performance.now()) },
+  { db: workerDb, concurrency: 10, signal: controller.signal },
+);
 await sleep(500);
 for (let i = 0; i < samples; i++) {
   current = i;
@@ -46,8 +49,20 @@ const show = (label: string, values: number[]) => {
   console.log(`${label.padEnd(36)} p50 ${percentile(s, 50).toFixed(2)}  p95 ${percentile(s, 95).toFixed(2)}  p99 ${percentile(s, 99).toFixed(2)} ms`);
 };
 const idx = [...Array(samples).keys()].slice(20);
-show("enqueue round trip (commit acked)", idx.map((i) => acked[i]! - sent[i]!));
-show("sent → NOTIFY at another listener", idx.map((i) => notified[i]! - sent[i]!));
-show("sent → handler start", idx.map((i) => started[i]! - sent[i]!));
-show("NOTIFY → handler start", idx.map((i) => started[i]! - notified[i]!));
+show(
+  "enqueue round trip (commit acked)",
+  idx.map((i) => acked[i]! - sent[i]!),
+);
+show(
+  "sent → NOTIFY at another listener",
+  idx.map((i) => notified[i]! - sent[i]!),
+);
+show(
+  "sent → handler start",
+  idx.map((i) => started[i]! - sent[i]!),
+);
+show(
+  "NOTIFY → handler start",
+  idx.map((i) => started[i]! - notified[i]!),
+);
 await Promise.all([db.close(), workerDb.close(), admin.end(), listener.end()]);

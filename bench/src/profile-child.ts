@@ -22,17 +22,26 @@ const db = forge.connect(PG_URL, { schema: SCHEMA.forge });
 await forge.migrate({ db });
 await admin.query(`TRUNCATE ${db.table} RESTART IDENTITY`);
 for (let i = 0; i < n; i += 5000) {
-  await forge.enqueueMany(Array.from({ length: Math.min(5000, n - i) }, (_, k) => ({ task: "noop", payload: { i: i + k } })), { db });
+  await forge.enqueueMany(
+    Array.from({ length: Math.min(5000, n - i) }, (_, k) => ({ task: "noop", payload: { i: i + k } })),
+    { db },
+  );
 }
 await db.close();
 await admin.query("CHECKPOINT");
 const table = `${SCHEMA.forge}.jobs`;
 const tableStats = async () =>
-  (await admin.query<{ upd: string; hot: string }>(`SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_user_tables WHERE relid = '${table}'::regclass`)).rows[0]!;
+  (
+    await admin.query<{ upd: string; hot: string }>(
+      `SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_user_tables WHERE relid = '${table}'::regclass`,
+    )
+  ).rows[0]!;
 const dbStats = async () =>
-  (await admin.query<{ commits: string; wal: string; deadlocks: string }>(
-    `SELECT xact_commit::text AS commits, deadlocks::text AS deadlocks, pg_current_wal_lsn()::text AS wal FROM pg_stat_database WHERE datname = current_database()`,
-  )).rows[0]!;
+  (
+    await admin.query<{ commits: string; wal: string; deadlocks: string }>(
+      `SELECT xact_commit::text AS commits, deadlocks::text AS deadlocks, pg_current_wal_lsn()::text AS wal FROM pg_stat_database WHERE datname = current_database()`,
+    )
+  ).rows[0]!;
 const statsBefore = await tableStats();
 const dbBefore = await dbStats();
 
@@ -55,7 +64,12 @@ const t0 = performance.now();
 const workerErrors: string[] = [];
 const running = forge.runWorker(
   { noop: () => void (++seen === n && allSeen()) },
-  { db: workerDb, concurrency, signal: controller.signal, events: { "worker:error": (e) => void workerErrors.push(`${e.during}: ${(e.error as Error)?.message ?? String(e.error)}`) } },
+  {
+    db: workerDb,
+    concurrency,
+    signal: controller.signal,
+    events: { "worker:error": (e) => void workerErrors.push(`${e.during}: ${(e.error as Error)?.message ?? String(e.error)}`) },
+  },
 );
 await everyJob;
 while (Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM ${table} WHERE status IN ('pending', 'running')`)).rows[0]!.n) > 0) await sleep(5);
@@ -96,13 +110,18 @@ for (const [sql, d] of detail) {
     await replay.query("ROLLBACK");
   }
 }
-const insert = [...detail.values()].find((d) => /^WITH ins AS \(\s*INSERT/i.test(d.text.trim()) || /INSERT INTO/i.test(d.text) && /pg_notify/i.test(d.text));
+const insert = [...detail.values()].find((d) => /^WITH ins AS \(\s*INSERT/i.test(d.text.trim()) || (/INSERT INTO/i.test(d.text) && /pg_notify/i.test(d.text)));
 let prepared: { unnamedUs: number; namedUs: number } | null = null;
 if (insert) {
   const time = async (named: boolean) => {
     await replay.query("BEGIN");
     const t = performance.now();
-    for (let i = 0; i < 300; i++) await replay.query(named ? { name: "bench_probe_insert", text: insert.text, values: insert.values as unknown[] } : { text: insert.text, values: insert.values as unknown[] });
+    for (let i = 0; i < 300; i++)
+      await replay.query(
+        named
+          ? { name: "bench_probe_insert", text: insert.text, values: insert.values as unknown[] }
+          : { text: insert.text, values: insert.values as unknown[] },
+      );
     const us = ((performance.now() - t) * 1000) / 300;
     await replay.query("ROLLBACK");
     return us;

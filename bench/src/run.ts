@@ -70,9 +70,11 @@ async function main(): Promise<void> {
   quietStats.budgetMs = sizes.quietBudgetMs;
   const admin = await adminClient();
   const serverVersion = (await admin.query<{ server_version: string }>("SHOW server_version")).rows[0]!.server_version;
-  const settings = (await admin.query<{ name: string; setting: string }>(
-    "SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_level', 'shared_buffers', 'max_connections', 'full_page_writes')",
-  )).rows;
+  const settings = (
+    await admin.query<{ name: string; setting: string }>(
+      "SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'wal_level', 'shared_buffers', 'max_connections', 'full_page_writes')",
+    )
+  ).rows;
   const meta = {
     date: new Date().toISOString(),
     mode: args.quick ? "quick" : "full",
@@ -99,14 +101,30 @@ async function main(): Promise<void> {
   // Every invocation starts from fresh schemas: table statistics left by an earlier run (an
   // ANALYZE taken while a table held a backlog) change plans — for ours, 25× (see BENCHMARKS.md).
   // The 1M-row fixture of the bloat measure is kept: it is vacuumed and analysed on purpose.
-  for (const schema of [SCHEMA.forge, SCHEMA.forgeScale, SCHEMA.graphile, SCHEMA.pgboss, SCHEMA.pgbossNotify, SCHEMA.raw, "bench_forge_explain", "bench_forge_x", "bench_forge_probe"]) {
+  for (const schema of [
+    SCHEMA.forge,
+    SCHEMA.forgeScale,
+    SCHEMA.graphile,
+    SCHEMA.pgboss,
+    SCHEMA.pgbossNotify,
+    SCHEMA.raw,
+    "bench_forge_explain",
+    "bench_forge_x",
+    "bench_forge_probe",
+  ]) {
     await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   }
   const previous = loadResults(LATEST);
   const results: Results = { meta, tables: [], skipped: [] };
   console.log(`@forge/jobs benchmarks — ${meta.mode} mode, ${sizes.rounds} round(s)${args.only ? `, only ${args.only.join(",")}` : ""}`);
-  console.log(`machine: ${meta.machine.nproc} cores (${meta.machine.cpu}), ${meta.machine.memoryGiB} GiB, node ${process.version}, PostgreSQL ${serverVersion} (fsync ${meta.machine.postgresSettings.fsync}, synchronous_commit ${meta.machine.postgresSettings.synchronous_commit})`);
-  console.log(`versions: ${Object.entries(meta.versions).map(([k, v]) => `${k} ${v}`).join(", ")}`);
+  console.log(
+    `machine: ${meta.machine.nproc} cores (${meta.machine.cpu}), ${meta.machine.memoryGiB} GiB, node ${process.version}, PostgreSQL ${serverVersion} (fsync ${meta.machine.postgresSettings.fsync}, synchronous_commit ${meta.machine.postgresSettings.synchronous_commit})`,
+  );
+  console.log(
+    `versions: ${Object.entries(meta.versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}`,
+  );
   if (previous) console.log(`comparing with ${LATEST.replace(BENCH_DIR, "bench/")} (${String(previous.meta.mode)} run of ${String(previous.meta.date)})`);
 
   const ctx: Ctx = {
@@ -193,14 +211,15 @@ machine noise: ${note}`);
   if (!args.save) printTargets(results);
   if (args.save) {
     // A partial run (--only) refreshes its own tables and keeps the rest of the last results.
-    const merged: Results = args.only && previous
-      ? {
-          meta: { ...previous.meta, partialUpdate: { date: meta.date, only: args.only, mode: meta.mode } },
-          tables: [...previous.tables.filter((t) => !results.tables.some((n) => n.id === t.id)), ...results.tables],
-          skipped: [...previous.skipped.filter((s) => !args.only!.some((m) => s.measure.startsWith(m))), ...results.skipped],
-          profile: results.profile ?? previous.profile,
-        }
-      : results;
+    const merged: Results =
+      args.only && previous
+        ? {
+            meta: { ...previous.meta, partialUpdate: { date: meta.date, only: args.only, mode: meta.mode } },
+            tables: [...previous.tables.filter((t) => !results.tables.some((n) => n.id === t.id)), ...results.tables],
+            skipped: [...previous.skipped.filter((s) => !args.only!.some((m) => s.measure.startsWith(m))), ...results.skipped],
+            profile: results.profile ?? previous.profile,
+          }
+        : results;
     merged.tables.sort((a, b) => order(a.id) - order(b.id));
     printTargets(merged);
     saveResults(LATEST, merged);

@@ -87,7 +87,8 @@ async function main(): Promise<void> {
     say();
 
     const post = async (route: string, body: unknown) => {
-      const init: RequestInit = body instanceof FormData ? { method: "POST", body } : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) };
+      const init: RequestInit =
+        body instanceof FormData ? { method: "POST", body } : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) };
       const response = await fetch(`${base}${route}`, init);
       return { status: response.status, body: (await response.json()) as Record<string, unknown> };
     };
@@ -167,7 +168,9 @@ async function main(): Promise<void> {
     say(`  contacts of ${ORG} in the database: ${await countContacts(db, ORG)}`);
 
     const dashboard = await fetch(`${base}/admin/jobs`, { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } });
-    say(`  dashboard: GET /admin/jobs with the admin token → ${dashboard.status} (${(await dashboard.text()).length} bytes of HTML); without → ${(await fetch(`${base}/admin/jobs`)).status}`);
+    say(
+      `  dashboard: GET /admin/jobs with the admin token → ${dashboard.status} (${(await dashboard.text()).length} bytes of HTML); without → ${(await fetch(`${base}/admin/jobs`)).status}`,
+    );
 
     // Graceful stop: SIGTERM lets running jobs finish; the worker exits by itself.
     say();
@@ -199,7 +202,10 @@ async function drained(db: Parameters<typeof statusCounts>[0] extends infer O ? 
 }
 
 function table(counts: QueueStatus[]): string {
-  const rows = [["queue", "PENDING", "RUNNING", "FAILED", "DONE", "READY"], ...counts.map((q) => [q.queue, ...[q.counts.pending, q.counts.running, q.counts.failed, q.counts.done, q.ready].map(String)])];
+  const rows = [
+    ["queue", "PENDING", "RUNNING", "FAILED", "DONE", "READY"],
+    ...counts.map((q) => [q.queue, ...[q.counts.pending, q.counts.running, q.counts.failed, q.counts.done, q.ready].map(String)]),
+  ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => `  ${r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join("  ")}`).join("\n");
 }

@@ -76,9 +76,20 @@ export function installProblemHandlers(app: FastifyInstance): void {
     }
     if (status >= 400 && status < 500) {
       // Fastify's own 4xx: a body that is not JSON, a bad header…
-      return sendProblem(reply, { type: PROBLEM_TYPES.validation, title: "Invalid request", status, detail: error.message, errors: [{ field: "body", message: error.message }] });
+      return sendProblem(reply, {
+        type: PROBLEM_TYPES.validation,
+        title: "Invalid request",
+        status,
+        detail: error.message,
+        errors: [{ field: "body", message: error.message }],
+      });
     }
     request.log.error({ err: error }, "request failed");
-    return sendProblem(reply, { type: PROBLEM_TYPES.internal, title: "Internal Server Error", status: 500, detail: "The request failed; the error is in the server log." });
+    return sendProblem(reply, {
+      type: PROBLEM_TYPES.internal,
+      title: "Internal Server Error",
+      status: 500,
+      detail: "The request failed; the error is in the server log.",
+    });
   });
 }

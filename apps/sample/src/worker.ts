@@ -48,7 +48,9 @@ await runWorker(handlers, {
   events: {
     "job:succeeded": ({ job, durationMs }) => log(`job ${job.id} ${job.task} (${job.queue}) done in ${durationMs} ms`),
     "job:failed": ({ job, error, willRetry, retryInSeconds }) =>
-      log(`job ${job.id} ${job.task} (${job.queue}) failed${willRetry ? `, retry in ${retryInSeconds} s` : ""}: ${error instanceof Error ? error.message : String(error)}`),
+      log(
+        `job ${job.id} ${job.task} (${job.queue}) failed${willRetry ? `, retry in ${retryInSeconds} s` : ""}: ${error instanceof Error ? error.message : String(error)}`,
+      ),
   },
 });
 await db.close();

@@ -73,7 +73,11 @@ describe.each(names)("the sample app (%s)", (name) => {
     it.each([
       ["no body fields", {}, ["subject", "text", "recipients"]],
       ["an empty recipient list", { ...campaign, recipients: [] }, ["recipients"]],
-      ["a bad email, a missing email and a repeated one", { ...campaign, recipients: [{ email: "bob@" }, { name: "x" }, { email: "a@b.co" }, { email: "A@b.co" }] }, ["recipients[0].email", "recipients[1].email", "recipients[3].email"]],
+      [
+        "a bad email, a missing email and a repeated one",
+        { ...campaign, recipients: [{ email: "bob@" }, { name: "x" }, { email: "a@b.co" }, { email: "A@b.co" }] },
+        ["recipients[0].email", "recipients[1].email", "recipients[3].email"],
+      ],
       ["a subject with a line break (header injection)", { ...campaign, subject: "Hi\r\nBcc: victim@example.org" }, ["subject"]],
       ["unknown fields", { ...campaign, html: "<b>x</b>", recipients: [{ email: "a@b.co", cc: "c@d.co" }] }, ["html", "recipients[0].cc"]],
       ["a recipient that is not an object", { ...campaign, recipients: ["a@b.co"] }, ["recipients[0]"]],
@@ -92,7 +96,11 @@ describe.each(names)("the sample app (%s)", (name) => {
 
     it("answers 400 for a body that is not JSON, a bad org or campaign id, and enqueues nothing", async () => {
       const before = await env.count();
-      const broken = await fetch(`${server.url}/orgs/acme/campaigns/x/send`, { method: "POST", headers: { "content-type": "application/json" }, body: "{nope" });
+      const broken = await fetch(`${server.url}/orgs/acme/campaigns/x/send`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{nope",
+      });
       expect(broken.status).toBe(400);
       expect(broken.headers.get("content-type")).toMatch(/^application\/problem\+json/);
       const badOrg = await json("/orgs/ACME..%2F/campaigns/x/send", campaign);
@@ -117,7 +125,10 @@ describe.each(names)("the sample app (%s)", (name) => {
         maxAttempts: 3,
         payload: { importer: "contacts", file: `${body.importId}.csv` },
       });
-      const { rows } = await env.db.sql.query<{ org: string; file: string; job_id: number | string }>(`SELECT org, file, job_id FROM ${env.db.imports} WHERE id = $1`, [body.importId]);
+      const { rows } = await env.db.sql.query<{ org: string; file: string; job_id: number | string }>(
+        `SELECT org, file, job_id FROM ${env.db.imports} WHERE id = $1`,
+        [body.importId],
+      );
       expect(rows.map((r) => ({ ...r, job_id: Number(r.job_id) }))).toEqual([{ org: "acme", file: `acme/${body.importId}.csv`, job_id: body.jobId }]);
     });
 
@@ -160,7 +171,9 @@ describe.each(names)("the sample app (%s)", (name) => {
 
   describe("GET /orgs/:org/jobs/:id", () => {
     it("returns the org's job; another org's job is 404 with exactly the answer of a missing one", async () => {
-      const sent = (await (await json("/orgs/acme/campaigns/scoped/send", { subject: "s", text: "t", recipients: [{ email: "x@example.org" }] })).json()) as { jobIds: number[] };
+      const sent = (await (await json("/orgs/acme/campaigns/scoped/send", { subject: "s", text: "t", recipients: [{ email: "x@example.org" }] })).json()) as {
+        jobIds: number[];
+      };
       const id = sent.jobIds[0]!;
       const own = await fetch(`${server.url}/orgs/acme/jobs/${id}`);
       expect(own.status).toBe(200);
@@ -255,7 +268,11 @@ describe.each(names)("the sample app (%s)", (name) => {
         // Earlier tests left mail jobs of other campaigns: this worker sends them too.
         const launch = () => smtp.messages.filter((m) => m.raw.includes("X-Campaign: initech/launch"));
         await waitFor("two mails", async () => launch().length >= 2);
-        expect(launch().map((m) => m.to).sort()).toEqual([["one@example.org"], ["two@example.org"]]);
+        expect(
+          launch()
+            .map((m) => m.to)
+            .sort(),
+        ).toEqual([["one@example.org"], ["two@example.org"]]);
         expect(launch()[0]!.subject).toBe("Launch");
         for (const id of sent.jobIds) {
           await waitFor(`mail job ${id} done`, async () => (await getJob(id, { db: env.db.jobs }))?.status === "done");
@@ -264,7 +281,12 @@ describe.each(names)("the sample app (%s)", (name) => {
         const exported = (await (await fetch(`${server.url}/orgs/initech/exports`, { method: "POST" })).json()) as { jobId: number; download: string };
         await waitFor("the export", async () => (await getJob(exported.jobId, { db: env.db.jobs }))?.status === "done");
         const csv = await (await fetch(`${server.url}${exported.download}`)).text();
-        expect(csv.trim().split("\n")).toEqual(["email,name,age", "ada@example.org,Ada Lovelace,36", "alan@example.org,Alan Turing,", "grace@example.org,Grace Hopper,85"]);
+        expect(csv.trim().split("\n")).toEqual([
+          "email,name,age",
+          "ada@example.org,Ada Lovelace,36",
+          "alan@example.org,Alan Turing,",
+          "grace@example.org,Grace Hopper,85",
+        ]);
         expect((await fetch(`${server.url}${exported.download.replace("initech", "acme")}`)).status).toBe(404);
       } finally {
         stop.abort();

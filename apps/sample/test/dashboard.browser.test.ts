@@ -9,7 +9,16 @@ import { APP_DIR } from "../src/config.js";
 import { createEnv, startApp, type Env } from "./support.js";
 
 const CHROMIUM = "/usr/bin/chromium";
-const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 const TOKEN = "browser-test-token";
 const SCREENSHOT = path.join(APP_DIR, "test-results", "dashboard.png");
 
@@ -57,7 +66,11 @@ describe("the dashboard in headless Chromium (postgres)", () => {
     expect(await count("mails", "failed")).toBe("0");
 
     // One mail fails for good: the handler throws a non-retryable error.
-    const failing = { [MAIL_JOB_TASK]: () => { throw Object.assign(new Error("554 <a@example.org>: relay access denied"), { retryable: false }); } };
+    const failing = {
+      [MAIL_JOB_TASK]: () => {
+        throw Object.assign(new Error("554 <a@example.org>: relay access denied"), { retryable: false });
+      },
+    };
     expect(await processOne(failing, { queue: "mails", db: env.db.jobs })).toBe(true);
     const failed = (await Promise.all(ids.map((id) => getJob(id, { db: env.db.jobs })))).find((j) => j?.status === "failed")!;
     expect(failed).toBeDefined();
@@ -116,7 +129,11 @@ describe("the dashboard in headless Chromium (postgres)", () => {
     expect(await chart.isVisible()).toBe(true);
     const bars = chart.locator("g.bar");
     const counted = await bars.evaluateAll((groups) =>
-      groups.map((g) => ({ done: Number(g.getAttribute("data-done")), failed: Number(g.getAttribute("data-failed")), title: g.querySelector("title")?.textContent ?? "" })),
+      groups.map((g) => ({
+        done: Number(g.getAttribute("data-done")),
+        failed: Number(g.getAttribute("data-failed")),
+        title: g.querySelector("title")?.textContent ?? "",
+      })),
     );
     expect(counted.reduce((n, b) => n + b.done, 0)).toBe(1);
     expect(counted.reduce((n, b) => n + b.failed, 0)).toBe(1);

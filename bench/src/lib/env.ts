@@ -115,7 +115,9 @@ export function parseArgs(argv: string[]): Args {
       }
       args.only = names as MeasureName[];
     } else if (arg === "--help" || arg === "-h") {
-      console.log(`pnpm bench [--quick] [--only=${MEASURES.join("|")}[,…]] [--rounds=N] [--no-save] | --render (rewrite BENCHMARKS.md from results/latest.json)`);
+      console.log(
+        `pnpm bench [--quick] [--only=${MEASURES.join("|")}[,…]] [--rounds=N] [--no-save] | --render (rewrite BENCHMARKS.md from results/latest.json)`,
+      );
       process.exit(0);
     } else throw new Error(`unknown option ${arg} (try --help)`);
   }

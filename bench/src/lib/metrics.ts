@@ -66,7 +66,10 @@ export function installStatementCounter(): void {
 
 /** A short, schema-free label for a statement. */
 export function classify(sql: string): string {
-  const s = sql.replace(/\s+/g, " ").replace(/"?bench_[a-z0-9_]+"?\./g, "").trim();
+  const s = sql
+    .replace(/\s+/g, " ")
+    .replace(/"?bench_[a-z0-9_]+"?\./g, "")
+    .trim();
   return s.length > 90 ? `${s.slice(0, 90)}…` : s;
 }
 

@@ -89,7 +89,14 @@ function rangeOf(row: Row, col: string): string {
 }
 
 function cells(table: Table): { head: string[]; body: string[][] } {
-  const head = ["system", ...table.columns.map((c) => (c === table.unit ? c : `${c} (${table.unit})`)), "range", "÷ ours", ...(table.costColumns ?? []), "Δ prev"];
+  const head = [
+    "system",
+    ...table.columns.map((c) => (c === table.unit ? c : `${c} (${table.unit})`)),
+    "range",
+    "÷ ours",
+    ...(table.costColumns ?? []),
+    "Δ prev",
+  ];
   const body = table.rows.map((row) => [
     row.label + (row.note ? ` [${row.note}]` : ""),
     ...table.columns.map((c) => fmt(value(row, c))),
@@ -113,7 +120,12 @@ export function printTable(table: Table): void {
 
 export function markdownTable(table: Table): string {
   const { head, body } = cells(table);
-  const out = [`### ${table.title}`, "", `${table.better === "higher" ? "Higher" : "Lower"} is better; median of the rounds, range = min–max; ÷ ours = this row's value divided by ours.`, ""];
+  const out = [
+    `### ${table.title}`,
+    "",
+    `${table.better === "higher" ? "Higher" : "Lower"} is better; median of the rounds, range = min–max; ÷ ours = this row's value divided by ours.`,
+    "",
+  ];
   out.push(`| ${head.join(" | ")} |`, `|${head.map((_, i) => (i === 0 ? " --- " : " ---: ")).join("|")}|`);
   for (const r of body) out.push(`| ${r.join(" | ")} |`);
   out.push("", "| system | configuration |", "| --- | --- |");

@@ -24,7 +24,11 @@ export function targets(r: Results): TargetLine[] {
     const peers = p10.rows.filter((row) => !["forge", "raw"].includes(row.system.split(":")[0]!));
     const best = peers.reduce((b, row) => (value(row, "jobs/s") > b.v ? { v: value(row, "jobs/s"), label: row.label } : b), { v: -Infinity, label: "" });
     const vsPeer = ours / best.v;
-    lines.push({ target: "processing at concurrency 10 ≥ 1.5× the best peer configuration", measured: `${x(vsPeer)} (best peer: ${best.label})`, met: ok(vsPeer, (n) => n >= 1.5) });
+    lines.push({
+      target: "processing at concurrency 10 ≥ 1.5× the best peer configuration",
+      measured: `${x(vsPeer)} (best peer: ${best.label})`,
+      met: ok(vsPeer, (n) => n >= 1.5),
+    });
     const vsRaw = ours / v(p10, "raw:batch100");
     lines.push({ target: "processing at concurrency 10 ≥ 0.6× the raw batched ceiling", measured: x(vsRaw), met: ok(vsRaw, (n) => n >= 0.6) });
   }
@@ -41,7 +45,11 @@ export function targets(r: Results): TargetLine[] {
   const lat = find(r, "latency");
   if (lat) {
     const d = v(lat, "forge", "p50") - v(lat, "raw", "p50");
-    lines.push({ target: "latency p50 within 0.5 ms of raw LISTEN/NOTIFY", measured: `${ms(v(lat, "forge", "p50"))} vs ${ms(v(lat, "raw", "p50"))} (${d >= 0 ? "+" : ""}${ms(d)})`, met: ok(d, (n) => n <= 0.5) });
+    lines.push({
+      target: "latency p50 within 0.5 ms of raw LISTEN/NOTIFY",
+      measured: `${ms(v(lat, "forge", "p50"))} vs ${ms(v(lat, "raw", "p50"))} (${d >= 0 ? "+" : ""}${ms(d)})`,
+      met: ok(d, (n) => n <= 0.5),
+    });
     const p99 = v(lat, "forge", "p99");
     lines.push({ target: "latency p99 ≤ 8 ms", measured: ms(p99), met: ok(p99, (n) => n <= 8) });
   }

@@ -34,7 +34,11 @@ export async function run(ctx: Ctx): Promise<void> {
   });
 }
 
-async function backend(ctx: Ctx, name: "sqlite" | "mariadb", make: () => Promise<{ raw: QueueSystem; forge: QueueSystem; cleanup: () => Promise<void> }>): Promise<void> {
+async function backend(
+  ctx: Ctx,
+  name: "sqlite" | "mariadb",
+  make: () => Promise<{ raw: QueueSystem; forge: QueueSystem; cleanup: () => Promise<void> }>,
+): Promise<void> {
   let made: Awaited<ReturnType<typeof make>>;
   try {
     made = await make();
@@ -66,7 +70,9 @@ async function backend(ctx: Ctx, name: "sqlite" | "mariadb", make: () => Promise
   const log = (s: string) => process.stdout.write(s);
 
   const one = rowsFor((s) => (s.id === "forge" ? "enqueue() awaited one after another" : "INSERT awaited one after another"));
-  const bulk = rowsFor((s) => (s.id === "forge" ? "enqueueMany()" : name === "sqlite" ? "prepared INSERT × N in one transaction" : "INSERT … VALUES ? (N rows)"));
+  const bulk = rowsFor((s) =>
+    s.id === "forge" ? "enqueueMany()" : name === "sqlite" ? "prepared INSERT × N in one transaction" : "INSERT … VALUES ? (N rows)",
+  );
   for (let r = 0; r < sizes.rounds; r++) {
     log(`  ${name} enqueue round ${r + 1}:`);
     for (const s of rotate(systems, r)) {
@@ -92,7 +98,12 @@ async function backend(ctx: Ctx, name: "sqlite" | "mariadb", make: () => Promise
       }
       log("\n");
     }
-    ctx.publish({ ...base, id: `${name}-processing-c${c}`, title: `${title}: processing ${sizes.backendJobs} no-op jobs at concurrency ${c}`, rows: [...proc.values()] });
+    ctx.publish({
+      ...base,
+      id: `${name}-processing-c${c}`,
+      title: `${title}: processing ${sizes.backendJobs} no-op jobs at concurrency ${c}`,
+      rows: [...proc.values()],
+    });
   }
 
   const lat = rowsFor((s) => `${s.describe(s.variants.latency)}; worker concurrency 10`);

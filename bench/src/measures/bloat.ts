@@ -34,11 +34,14 @@ export async function run(ctx: Ctx): Promise<void> {
   if (have < bloatRows) {
     const t0 = performance.now();
     await admin.query(`TRUNCATE ${table}`);
-    await admin.query(`
+    await admin.query(
+      `
       INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, finished_at, result)
       SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1,
              now() - interval '1 day', now() - interval '1 day', now() - interval '1 day', now() - interval '1 day', NULL
-      FROM generate_series(1, $1::int) AS g`, [bloatRows]);
+      FROM generate_series(1, $1::int) AS g`,
+      [bloatRows],
+    );
     await admin.query(`VACUUM ANALYZE ${table}`);
     console.log(`  wrote ${bloatRows} done rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   } else {

@@ -159,6 +159,8 @@ export async function latency(ctx: Ctx, s: PgSystems): Promise<void> {
     columns: ["p50", "p95", "p99"],
     ref: s.forge.id,
     rows: [...rows.values()],
-    notes: ["Clock starts before the enqueue call (its commit included) and stops when the handler is called, in the same process. Percentiles per round; the table shows their median over rounds."],
+    notes: [
+      "Clock starts before the enqueue call (its commit included) and stops when the handler is called, in the same process. Percentiles per round; the table shows their median over rounds.",
+    ],
   });
 }

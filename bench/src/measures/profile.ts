@@ -16,7 +16,14 @@ interface Node {
 }
 
 function category(url: string, fn: string): string {
-  if (!url) return fn === "(idle)" ? "idle (waiting for I/O)" : fn === "(garbage collector)" ? "garbage collector" : fn === "(program)" ? "V8/native (program)" : `native ${fn}`;
+  if (!url)
+    return fn === "(idle)"
+      ? "idle (waiting for I/O)"
+      : fn === "(garbage collector)"
+        ? "garbage collector"
+        : fn === "(program)"
+          ? "V8/native (program)"
+          : `native ${fn}`;
   if (url.includes("/pg-protocol/")) return "pg-protocol (wire encode/decode)";
   if (/\/(pg-types|postgres-date|postgres-array|postgres-interval|postgres-bytea)\//.test(url)) return "pg-types (value parsing)";
   if (url.includes("/node_modules/pg/") || url.includes("/pg-pool/")) return "pg (client, pool)";
@@ -41,7 +48,10 @@ export function analyse(path: string): { byCategory: { name: string; share: numb
     const cat = category(url, functionName);
     cats.set(cat, (cats.get(cat) ?? 0) + us);
     const key = `${functionName || "(anonymous)"} ${url}:${lineNumber + 1}`;
-    const f = fns.get(key) ?? { where: `${url.replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(/^.*\/packages\//, "packages/")}:${lineNumber + 1}`, us: 0 };
+    const f = fns.get(key) ?? {
+      where: `${url.replace(/^.*node_modules\/\.pnpm\/[^/]+\/node_modules\//, "").replace(/^.*\/packages\//, "packages/")}:${lineNumber + 1}`,
+      us: 0,
+    };
     f.us += us;
     fns.set(key, f);
   }
@@ -101,21 +111,35 @@ export async function run(ctx: Ctx): Promise<void> {
   const has1m = (await ctx.admin.query(`SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'jobs'`, [SCHEMA.forge1m])).rowCount;
   if (has1m) {
     const t1 = `${SCHEMA.forge1m}.jobs`;
-    await ctx.admin.query(`INSERT INTO ${t1} (queue, task, payload) SELECT 'default', 'noop', jsonb_build_object('i', g) FROM generate_series(1, $1::int) g`, [n]);
+    await ctx.admin.query(`INSERT INTO ${t1} (queue, task, payload) SELECT 'default', 'noop', jsonb_build_object('i', g) FROM generate_series(1, $1::int) g`, [
+      n,
+    ]);
     await explain(`claim with queue = ANY($1), ${n} pending + 1M done rows`, claimSql(SCHEMA.forge1m), ["default"]);
     await explain(`claim with queue = $1, ${n} pending + 1M done rows`, single(SCHEMA.forge1m), "default");
     await ctx.admin.query(`DELETE FROM ${t1} WHERE status <> 'done'`);
   }
-  const indexes = (await ctx.admin.query<{ n: string }>(`SELECT count(*)::text AS n FROM pg_indexes WHERE schemaname = $1 AND tablename = 'jobs'`, [SCHEMA.forge])).rows[0]!.n;
+  const indexes = (
+    await ctx.admin.query<{ n: string }>(`SELECT count(*)::text AS n FROM pg_indexes WHERE schemaname = $1 AND tablename = 'jobs'`, [SCHEMA.forge])
+  ).rows[0]!.n;
 
   ctx.results.profile = { summary, cpu, plans, indexes: Number(indexes) };
   console.log(`\n== Profile: @forge/jobs, ${n} no-op jobs, concurrency ${concurrency}, defaults ==`);
-  console.log(`rate ${Math.round(summary.rate)} jobs/s; per job: ${summary.statementsPerJob.toFixed(2)} statements, ${summary.commitsPerJob.toFixed(2)} commits (pg_stat_database), ${Math.round(summary.walBytesPerJob)} WAL bytes, ${summary.tupleUpdatesPerJob.toFixed(2)} row updates (${pct(summary.hotUpdateShare)} HOT; ${indexes} indexes on the table), ${Math.round(summary.nodeCpuUsPerJob)} µs Node CPU; event loop busy ${pct(summary.eventLoopUtilization)}`);
-  if (summary.deadlocks || summary.workerErrorCount) console.log(`deadlocks on the server during the run: ${summary.deadlocks}; worker:error events: ${summary.workerErrorCount}${summary.workerErrors.length ? ` (${summary.workerErrors.join(" | ")})` : ""}`);
+  console.log(
+    `rate ${Math.round(summary.rate)} jobs/s; per job: ${summary.statementsPerJob.toFixed(2)} statements, ${summary.commitsPerJob.toFixed(2)} commits (pg_stat_database), ${Math.round(summary.walBytesPerJob)} WAL bytes, ${summary.tupleUpdatesPerJob.toFixed(2)} row updates (${pct(summary.hotUpdateShare)} HOT; ${indexes} indexes on the table), ${Math.round(summary.nodeCpuUsPerJob)} µs Node CPU; event loop busy ${pct(summary.eventLoopUtilization)}`,
+  );
+  if (summary.deadlocks || summary.workerErrorCount)
+    console.log(
+      `deadlocks on the server during the run: ${summary.deadlocks}; worker:error events: ${summary.workerErrorCount}${summary.workerErrors.length ? ` (${summary.workerErrors.join(" | ")})` : ""}`,
+    );
   console.log("statements (client-observed round trip, including time queued behind others on the connection):");
-  for (const s of summary.statements.slice(0, 8)) console.log(`  ${s.perJob.toFixed(3)}/job  mean ${s.meanMs.toFixed(2)} ms  total ${(s.totalMs / 1000).toFixed(2)} s  ${s.sql}`);
-  for (const e of summary.explained ?? []) console.log(`  replayed under EXPLAIN ANALYZE: planning ${e.planningMs} ms, execution ${e.executionMs} ms — ${e.sql}`);
-  if (summary.preparedEnqueue) console.log(`  enqueue statement in a transaction: ${Math.round(summary.preparedEnqueue.unnamedUs)} µs unnamed (as sent) vs ${Math.round(summary.preparedEnqueue.namedUs)} µs as a named prepared statement`);
+  for (const s of summary.statements.slice(0, 8))
+    console.log(`  ${s.perJob.toFixed(3)}/job  mean ${s.meanMs.toFixed(2)} ms  total ${(s.totalMs / 1000).toFixed(2)} s  ${s.sql}`);
+  for (const e of summary.explained ?? [])
+    console.log(`  replayed under EXPLAIN ANALYZE: planning ${e.planningMs} ms, execution ${e.executionMs} ms — ${e.sql}`);
+  if (summary.preparedEnqueue)
+    console.log(
+      `  enqueue statement in a transaction: ${Math.round(summary.preparedEnqueue.unnamedUs)} µs unnamed (as sent) vs ${Math.round(summary.preparedEnqueue.namedUs)} µs as a named prepared statement`,
+    );
   console.log("Node self time by category (share of the run's samples):");
   for (const c of cpu.byCategory.slice(0, 12)) console.log(`  ${pct(c.share).padStart(6)}  ${c.name}`);
   console.log("top functions by self time:");

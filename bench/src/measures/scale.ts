@@ -15,7 +15,10 @@ export const TSX = import.meta.resolve("tsx");
 function spawnWorkers(count: number, concurrency: number): Promise<ChildProcess[]> {
   return Promise.all(
     Array.from({ length: count }, () => {
-      const child = fork(CHILD, [PG_URL, SCHEMA.forgeScale, String(concurrency)], { execArgv: ["--import", TSX], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+      const child = fork(CHILD, [PG_URL, SCHEMA.forgeScale, String(concurrency)], {
+        execArgv: ["--import", TSX],
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+      });
       return new Promise<ChildProcess>((resolve, reject) => {
         child.once("message", () => resolve(child));
         child.once("error", reject);
@@ -49,7 +52,15 @@ export async function run(ctx: Ctx): Promise<void> {
   await sys.prepare();
   const shapes = [1, p];
   const rows = new Map<number, Row>(
-    shapes.map((k) => [k, { system: `forge-${k}p`, label: `@forge/jobs, ${k} process${k > 1 ? "es" : ""} × concurrency ${c}`, config: `${k} × runWorker({ concurrency: ${c} }) in separate processes`, samples: {} }]),
+    shapes.map((k) => [
+      k,
+      {
+        system: `forge-${k}p`,
+        label: `@forge/jobs, ${k} process${k > 1 ? "es" : ""} × concurrency ${c}`,
+        config: `${k} × runWorker({ concurrency: ${c} }) in separate processes`,
+        samples: {},
+      },
+    ]),
   );
   for (let r = 0; r < rounds; r++) {
     process.stdout.write(`  scale round ${r + 1}:`);

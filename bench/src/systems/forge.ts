@@ -62,13 +62,19 @@ export class ForgeSystem implements QueueSystem {
   }
 
   async enqueueBulk(payloads: Payload[]): Promise<void> {
-    await this.forge.enqueueMany(payloads.map((payload) => ({ task: "noop", payload })), { db: this.db });
+    await this.forge.enqueueMany(
+      payloads.map((payload) => ({ task: "noop", payload })),
+      { db: this.db },
+    );
   }
 
   async startWorker({ concurrency, onJob }: StartOptions): Promise<WorkerHandle> {
     const db = this.open();
     const controller = new AbortController();
-    const worker = this.forge.createWorker({ noop: (payload: Payload) => void onJob(payload) }, { db, concurrency, signal: controller.signal, ...this.workerOptions });
+    const worker = this.forge.createWorker(
+      { noop: (payload: Payload) => void onJob(payload) },
+      { db, concurrency, signal: controller.signal, ...this.workerOptions },
+    );
     const started = new Promise<void>((resolve) => worker.on("worker:started", () => resolve()));
     const running = worker.run();
     await Promise.race([started, running]);

@@ -27,7 +27,8 @@ export class PgBossSystem implements QueueSystem {
   }
 
   describe(variant: string): string {
-    if (variant === "tuned") return "work({ batchSize: 100, burstWhenBatchFull: true, perJobResults: true, localConcurrency: 2 }), the handler called once per job, at most `concurrency` at once";
+    if (variant === "tuned")
+      return "work({ batchSize: 100, burstWhenBatchFull: true, perJobResults: true, localConcurrency: 2 }), the handler called once per job, at most `concurrency` at once";
     if (variant === "notify") return "new PgBoss({ useListenNotify: true }), createQueue({ notify: true }), work({ localConcurrency: concurrency })";
     return "work({ localConcurrency: concurrency }) with its defaults (batchSize 1, polling 2 s, no LISTEN)";
   }
@@ -48,7 +49,10 @@ export class PgBossSystem implements QueueSystem {
   }
 
   async enqueueBulk(payloads: Payload[]): Promise<void> {
-    await this.boss.insert(QUEUE, payloads.map((data) => ({ data })));
+    await this.boss.insert(
+      QUEUE,
+      payloads.map((data) => ({ data })),
+    );
   }
 
   async startWorker({ concurrency, variant, onJob }: StartOptions): Promise<WorkerHandle> {

@@ -43,8 +43,7 @@ export function capabilities(ctx: unknown): Capabilities {
     heartbeat: typeof heartbeat === "function" ? () => heartbeat.call(ctx) as Promise<boolean> : undefined,
     checkpoint:
       typeof checkpoint === "function"
-        ? (progress, work) =>
-            (work === undefined ? checkpoint.call(ctx, progress) : checkpoint.call(ctx, progress, work)) as Promise<boolean>
+        ? (progress, work) => (work === undefined ? checkpoint.call(ctx, progress) : checkpoint.call(ctx, progress, work)) as Promise<boolean>
         : undefined,
     progress: member(ctx, "progress") ?? null,
   };

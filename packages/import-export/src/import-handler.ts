@@ -104,13 +104,7 @@ export function createImportHandler(options: ImportHandlerOptions): ImportHandle
     }
   };
 
-  async function run(
-    importer: Importer,
-    csv: ImportOptions,
-    reader: CsvReader,
-    totalBytes: number,
-    ctx: unknown,
-  ): Promise<ImportReport> {
+  async function run(importer: Importer, csv: ImportOptions, reader: CsvReader, totalBytes: number, ctx: unknown): Promise<ImportReport> {
     const { signal, heartbeat, checkpoint, progress } = capabilities(ctx);
     // A cursor is only trusted when checkpoints made it: only then did it commit with its batch.
     const saved = checkpoint === undefined ? undefined : readProgress(progress);

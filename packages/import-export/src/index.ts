@@ -12,14 +12,7 @@ export {
   type ExportOptions,
   type JsonValue,
 } from "./payload.js";
-export {
-  createImportHandler,
-  type Importer,
-  type ImportHandler,
-  type ImportHandlerOptions,
-  type Validation,
-  type FieldError,
-} from "./import-handler.js";
+export { createImportHandler, type Importer, type ImportHandler, type ImportHandlerOptions, type Validation, type FieldError } from "./import-handler.js";
 export {
   createExportHandler,
   type Exporter,

@@ -136,16 +136,7 @@ function isJson(value: unknown, depth = 0): value is JsonValue {
 }
 
 const IMPORT_KEYS = ["importer", "file", "options"] as const;
-const IMPORT_OPTION_KEYS = [
-  "delimiter",
-  "header",
-  "columns",
-  "quote",
-  "escape",
-  "encoding",
-  "skipEmptyLines",
-  "relaxColumnCount",
-] as const;
+const IMPORT_OPTION_KEYS = ["delimiter", "header", "columns", "quote", "escape", "encoding", "skipEmptyLines", "relaxColumnCount"] as const;
 
 function readImportOptions(read: PayloadReader, value: unknown): ImportOptions {
   const raw = read.object(value ?? {}, "options", IMPORT_OPTION_KEYS);

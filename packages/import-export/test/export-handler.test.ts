@@ -55,7 +55,14 @@ describe("export handler", () => {
 
   it("neutralises spreadsheet formulas by default, numbers included", async () => {
     const { text } = await exportRows([{ a: "=1+1", b: -5, c: "@SUM(A1)", d: "+x", e: "\tx", f: "\rx", g: "plain -1", h: 5 }], {}, [
-      "a", "b", "c", "d", "e", "f", "g", "h",
+      "a",
+      "b",
+      "c",
+      "d",
+      "e",
+      "f",
+      "g",
+      "h",
     ]);
     expect(text.split("\n")[1]).toBe(`'=1+1,'-5,'@SUM(A1),'+x,'\tx,"'\rx",plain -1,5`);
     expect(escapeFormula("-5")).toBe("'-5");
@@ -161,7 +168,16 @@ describe("export handler", () => {
       const notPayload = await rejection(handler({ importer: "list", file: "a.csv" }));
       expect(notPayload.retryable).toBe(false);
       const final = Object.assign(new Error("no such report"), { retryable: false });
-      const failing = createExportHandler({ exporters: { f: { rows: () => { throw final; } } }, baseDir: dir });
+      const failing = createExportHandler({
+        exporters: {
+          f: {
+            rows: () => {
+              throw final;
+            },
+          },
+        },
+        baseDir: dir,
+      });
       expect(await rejection(failing(exportPayload({ exporter: "f", file: "a.csv" })))).toBe(final);
       expect(await readdir(dir)).toEqual([]);
     });

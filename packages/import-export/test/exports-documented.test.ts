@@ -23,7 +23,13 @@ function exportNames(entries: string[]): Map<string, string[]> {
   return new Map(
     entries.map((entry) => {
       const module = checker.getSymbolAtLocation(program.getSourceFile(entry)!)!;
-      return [entry, checker.getExportsOfModule(module).map((symbol) => symbol.getName()).sort()];
+      return [
+        entry,
+        checker
+          .getExportsOfModule(module)
+          .map((symbol) => symbol.getName())
+          .sort(),
+      ];
     }),
   );
 }
@@ -47,7 +53,11 @@ describe("the public surface", () => {
   const names = exportNames(Object.values(ENTRY_POINTS).map((file) => path.join(pkgDir, file)));
 
   it("covers every entry point in package.json exports", () => {
-    expect(Object.keys(manifest.exports).filter((key) => key !== "./package.json").sort()).toEqual(Object.keys(ENTRY_POINTS).sort());
+    expect(
+      Object.keys(manifest.exports)
+        .filter((key) => key !== "./package.json")
+        .sort(),
+    ).toEqual(Object.keys(ENTRY_POINTS).sort());
   });
 
   const isDocumented = documentedNames(readFileSync(path.join(pkgDir, "README.md"), "utf8"));

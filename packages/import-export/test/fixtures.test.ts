@@ -132,7 +132,9 @@ describe("importing the fixture files", () => {
     const { importer, written } = collectingImporter();
     const rows: Record<string, string>[] = [];
     const handler = createImportHandler({
-      importers: { people: { ...importer, validate: (row, line) => (rows.push(row), importer.validate({ id: row.a!, name: row.b!, email: row.c!, note: row.d! }, line)) } },
+      importers: {
+        people: { ...importer, validate: (row, line) => (rows.push(row), importer.validate({ id: row.a!, name: row.b!, email: row.c!, note: row.d! }, line)) },
+      },
       baseDir: FIXTURES,
     });
     await handler(importPayload({ importer: "people", file: "bom.csv", options: { columns: ["a", "b", "c", "d"] } }));

@@ -1,14 +1,7 @@
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import {
-  createImportHandler,
-  importPayload,
-  ImportError,
-  type ImportProgress,
-  type Importer,
-  type JobContextLike,
-} from "../src/index.js";
+import { createImportHandler, importPayload, ImportError, type ImportProgress, type Importer, type JobContextLike } from "../src/index.js";
 import { collectingImporter, FIXTURES, peopleCsv, type Person } from "./support/people.js";
 import { rejection, withTempDir, expectTakenOver } from "./support/harness.js";
 

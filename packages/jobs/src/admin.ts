@@ -71,7 +71,10 @@ const FINISHED = ["done", "failed", "cancelled"] as const;
 function checkStatuses(value: unknown): readonly string[] {
   if (value === undefined) return FINISHED;
   if (!Array.isArray(value) || value.length === 0 || !value.every((s) => (FINISHED as readonly unknown[]).includes(s))) {
-    throw new JobError(`prune: statuses must be a non-empty list of ${FINISHED.map((s) => JSON.stringify(s)).join(", ")}, got ${Array.isArray(value) ? JSON.stringify(value) : describe(value)}`, "statuses");
+    throw new JobError(
+      `prune: statuses must be a non-empty list of ${FINISHED.map((s) => JSON.stringify(s)).join(", ")}, got ${Array.isArray(value) ? JSON.stringify(value) : describe(value)}`,
+      "statuses",
+    );
   }
   return [...new Set(value as string[])];
 }
@@ -83,9 +86,9 @@ export async function prune(options: PruneOptions): Promise<number> {
   const statuses = checkStatuses(options.statuses);
   const db = resolveDb(options.db);
   const placeholders = statuses.map((_, i) => `$${i + 2}`).join(", ");
-  const { rowCount } = await db.executor.query(
-    `DELETE FROM ${db.table} WHERE status IN (${placeholders}) AND finished_at < ${db.sql.nowPlus("$1", "-")}`,
-    [olderThan, ...statuses],
-  );
+  const { rowCount } = await db.executor.query(`DELETE FROM ${db.table} WHERE status IN (${placeholders}) AND finished_at < ${db.sql.nowPlus("$1", "-")}`, [
+    olderThan,
+    ...statuses,
+  ]);
   return rowCount;
 }

@@ -81,7 +81,8 @@ export class WorkerBuffer {
           this.failures = 0;
           for (const job of jobs) {
             if (!owned.has(job.token)) this.deps.emitter.emit("job:fenced", { job: jobInfo(job), write: "start" });
-            else if (stopping()) this.jobs.push(job); // handed back (with its attempt) by shutdown
+            else if (stopping())
+              this.jobs.push(job); // handed back (with its attempt) by shutdown
             else run(job);
           }
         },

@@ -45,7 +45,20 @@ export interface ClaimRequest {
 
 /** What a claim reads of each job it takes. */
 const CLAIMED = [
-  "id", "queue", "task", "payload", "priority", "attempts", "max_attempts", "progress", "tenant", "created_at", "run_at", "claim_token", "trace_context", "started",
+  "id",
+  "queue",
+  "task",
+  "payload",
+  "priority",
+  "attempts",
+  "max_attempts",
+  "progress",
+  "tenant",
+  "created_at",
+  "run_at",
+  "claim_token",
+  "trace_context",
+  "started",
 ] as const satisfies readonly JobColumn[];
 
 type ClaimRow = Record<string, unknown>;
@@ -166,13 +179,12 @@ function sqlitePick(db: JobsDatabase, queues: number, limit: string): string {
 export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimedJob[]> {
   if (request.limit <= 0 || request.queues.length === 0) return [];
   const claim = forDialect(CLAIM, db.dialect, "claim")(db, request.queues);
-  const { rows } = await runSql<ClaimRow>(db.executor, claim.sql, [
-    claim.queues,
-    request.limit,
-    request.lease,
-    request.workerId,
-    Math.max(0, Math.min(request.start, request.limit)),
-  ], "claim");
+  const { rows } = await runSql<ClaimRow>(
+    db.executor,
+    claim.sql,
+    [claim.queues, request.limit, request.lease, request.workerId, Math.max(0, Math.min(request.start, request.limit))],
+    "claim",
+  );
   return rows.map((row) => toClaimed(db.sql, row)).sort((a, b) => b.priority - a.priority || a.id - b.id);
 }
 

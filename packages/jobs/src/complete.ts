@@ -35,32 +35,36 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
   // capped SQLite's throughput whatever the concurrency. Rows are found by id (rowid):
   // the unary + keeps `status = 'running'` from steering the planner to the jobs_running
   // index, a scan of every running row per element of the batch.
-  sqlite: (db) => (executor, [ids, tokens, results]) =>
-    executor.query<{ id: number | string; claim_token: string }>(
-      `UPDATE ${db.table} AS j
+  sqlite:
+    (db) =>
+    (executor, [ids, tokens, results]) =>
+      executor.query<{ id: number | string; claim_token: string }>(
+        `UPDATE ${db.table} AS j
        SET status = 'done', result = v.result, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL
        FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token, json_extract(e.value, '$[2]') AS result
              FROM json_each($1) AS e) AS v
        WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'
        RETURNING id, claim_token`,
-      [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i], (results as (string | null)[])[i] ?? null]))],
-    ),
+        [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i], (results as (string | null)[])[i] ?? null]))],
+      ),
   // No UPDATE … RETURNING: lock the rows still ours, then update exactly those. Matched on
   // (id, token) by lockOwnRuns, or a stale run's result could land beside its successor's.
-  mysql: (db) => (executor, [ids, tokens, results]) =>
-    lockUpdateRead(db, executor, {
-      lock: (tx) =>
-        lockOwnRuns(
-          db,
-          tx,
-          (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string, result: (results as (string | null)[])[i] ?? null })),
-        ),
-      set: (kept) => ({
-        set: `status = 'done', result = ${valueForId("$1", "$2")}, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL`,
-        params: [kept.map((k) => k.result)],
+  mysql:
+    (db) =>
+    (executor, [ids, tokens, results]) =>
+      lockUpdateRead(db, executor, {
+        lock: (tx) =>
+          lockOwnRuns(
+            db,
+            tx,
+            (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string, result: (results as (string | null)[])[i] ?? null })),
+          ),
+        set: (kept) => ({
+          set: `status = 'done', result = ${valueForId("$1", "$2")}, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL`,
+          params: [kept.map((k) => k.result)],
+        }),
+        answer: (kept) => kept.map(({ id, claim_token }) => ({ id, claim_token })),
       }),
-      answer: (kept) => kept.map(({ id, claim_token }) => ({ id, claim_token })),
-    }),
 };
 
 /**
@@ -86,7 +90,8 @@ export async function completeRuns(db: JobsDatabase, unordered: readonly Complet
   // Id order, as in extendLeases: the same lock order on every connection, so no deadlock.
   const completions = [...unordered].sort((a, b) => a.id - b.id);
   try {
-    const groups = db.dialect === "mysql" ? bySize(completions, await statementBudget(db), quotedBytes) : bySize(completions, MAX_STATEMENT_BYTES, (r) => r.length * 3);
+    const groups =
+      db.dialect === "mysql" ? bySize(completions, await statementBudget(db), quotedBytes) : bySize(completions, MAX_STATEMENT_BYTES, (r) => r.length * 3);
     if (groups.length === 1) return await completeGroup(db, db.executor, completions);
     return await db.executor.transaction(async (tx) => {
       const kept = new Set<string>();
@@ -133,10 +138,11 @@ function bySize(completions: Completion[], budget: number, measure: (result: str
 }
 
 async function completeGroup(db: JobsDatabase, executor: Executor, completions: Completion[]): Promise<Set<string>> {
-  const { rows } = await runSql<{ id: number | string; claim_token: string }>(executor, forDialect(COMPLETE, db.dialect, "complete")(db), [
-    completions.map((c) => c.id),
-    completions.map((c) => c.token),
-    completions.map((c) => c.result),
-  ], "complete");
+  const { rows } = await runSql<{ id: number | string; claim_token: string }>(
+    executor,
+    forDialect(COMPLETE, db.dialect, "complete")(db),
+    [completions.map((c) => c.id), completions.map((c) => c.token), completions.map((c) => c.result)],
+    "complete",
+  );
   return new Set(rows.map((r) => String(r.claim_token)));
 }

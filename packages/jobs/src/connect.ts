@@ -106,10 +106,7 @@ export function fromDriver(db: object, options: ConnectOptions = {}): JobsDataba
   if (isMysqlPool(db)) return new JobsDatabase(wrapMysqlPool(db), settings, bindAny);
   if (isMysqlConnection(db)) return new JobsDatabase(wrapMysqlConnection(db), settings, bindAny);
   if (isSqliteDatabase(db)) return new JobsDatabase(wrapSqliteDatabase(db), settings, bindAny);
-  throw new JobError(
-    "db must be a database from connect(), a pg Pool or client, a mysql2 pool or connection, or a better-sqlite3 Database",
-    "db",
-  );
+  throw new JobError("db must be a database from connect(), a pg Pool or client, a mysql2 pool or connection, or a better-sqlite3 Database", "db");
 }
 
 const wrapped = new WeakMap<object, JobsDatabase>();

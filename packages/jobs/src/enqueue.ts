@@ -76,7 +76,12 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
     return prepareJob(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, i);
   });
   if (jobs.length === 0) return [];
-  if (db.dialect === "mysql") await checkPayloadsFit(db, jobs.map((j) => j.payload), (i) => `items[${i}].payload`);
+  if (db.dialect === "mysql")
+    await checkPayloadsFit(
+      db,
+      jobs.map((j) => j.payload),
+      (i) => `items[${i}].payload`,
+    );
   const first = jobs[0] as NewJob;
   const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {
     for (const job of jobs) traced(job, trace);

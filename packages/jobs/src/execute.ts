@@ -49,7 +49,12 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
       return saved;
     },
   };
-  return withExecutionSpan(info, job.traceContext, () => invoke(handler, job, ctx, deps.db), (o) => (o.kind === "threw" ? o.error : undefined));
+  return withExecutionSpan(
+    info,
+    job.traceContext,
+    () => invoke(handler, job, ctx, deps.db),
+    (o) => (o.kind === "threw" ? o.error : undefined),
+  );
 }
 
 async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db: JobsDatabase): Promise<RunOutcome> {

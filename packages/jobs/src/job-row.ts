@@ -99,8 +99,27 @@ export function decodeRow<C extends JobColumn>(sql: Dialect, columns: readonly C
 
 /** What `getJob` reads. */
 export const JOB_COLUMNS = [
-  "id", "queue", "task", "payload", "status", "priority", "attempts", "max_attempts", "last_error", "run_at", "progress", "result",
-  "tenant", "idempotency_key", "dedup_key", "created_at", "updated_at", "finished_at", "locked_until", "heartbeat_at", "started_at",
+  "id",
+  "queue",
+  "task",
+  "payload",
+  "status",
+  "priority",
+  "attempts",
+  "max_attempts",
+  "last_error",
+  "run_at",
+  "progress",
+  "result",
+  "tenant",
+  "idempotency_key",
+  "dedup_key",
+  "created_at",
+  "updated_at",
+  "finished_at",
+  "locked_until",
+  "heartbeat_at",
+  "started_at",
 ] as const satisfies readonly JobColumn[];
 
 export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {

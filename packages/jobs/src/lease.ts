@@ -20,48 +20,52 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
   // thousands of tokens with `= ANY` against every running row costs tokens × rows. A token
   // is cleared whenever its job leaves `running`, so the token alone is the fence.
   // `j.id = ANY($3)` keeps it an index scan (see COMPLETE in complete.ts).
-  postgres: (db) => (executor, [tokens, lease, ids]) =>
-    ids
-      ? executor.query<{ claim_token: string }>(
-          `UPDATE ${db.table} AS j
+  postgres:
+    (db) =>
+    (executor, [tokens, lease, ids]) =>
+      ids
+        ? executor.query<{ claim_token: string }>(
+            `UPDATE ${db.table} AS j
            SET locked_until = now() + GREATEST(make_interval(secs => $2), j.locked_until - j.heartbeat_at), heartbeat_at = now()
            FROM unnest($3::bigint[], $1::uuid[]) AS v(id, token)
            WHERE j.id = ANY($3::bigint[]) AND j.id = v.id AND j.claim_token = v.token
            RETURNING v.token::text AS claim_token`,
-          [tokens, lease, ids],
-          "extend",
-        )
-      : executor.query<{ claim_token: string }>(
-          `UPDATE ${db.table}
+            [tokens, lease, ids],
+            "extend",
+          )
+        : executor.query<{ claim_token: string }>(
+            `UPDATE ${db.table}
            SET locked_until = now() + GREATEST(make_interval(secs => $2), locked_until - heartbeat_at), heartbeat_at = now()
            WHERE claim_token = ANY($1::uuid[]) AND status = 'running'
            RETURNING claim_token::text AS claim_token`,
-          [tokens, lease],
-          "heartbeat",
-        ),
+            [tokens, lease],
+            "heartbeat",
+          ),
   sqlite: (db) => `
     UPDATE ${db.table}
     SET locked_until = ${db.sql.now} + MAX(CAST(ROUND($2 * 1000.0) AS INTEGER), locked_until - heartbeat_at), heartbeat_at = ${db.sql.now}
     WHERE claim_token IN (SELECT value FROM json_each($1)) AND status = 'running'
     RETURNING claim_token`,
   // No UPDATE … RETURNING: lock the rows that are still running under these tokens, extend those.
-  mysql: (db) => (executor, [tokens, lease]) =>
-    lockUpdateRead<{ id: number | string; claim_token: string }, { claim_token: string }>(db, executor, {
-      lock: async (tx) =>
-        (
-          await tx.query<{ id: number | string; claim_token: string }>(
-            `SELECT id, claim_token FROM ${db.table} WHERE claim_token IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
-            [tokens],
-          )
-        ).rows,
-      // Left to right: locked_until is set from the old heartbeat_at, before that changes.
-      set: () => ({
-        set: `locked_until = ${db.sql.now} + INTERVAL GREATEST(ROUND($2 * 1000000), TIMESTAMPDIFF(MICROSECOND, heartbeat_at, locked_until)) MICROSECOND,
+  mysql:
+    (db) =>
+    (executor, [tokens, lease]) =>
+      lockUpdateRead<{ id: number | string; claim_token: string }, { claim_token: string }>(db, executor, {
+        lock: async (tx) =>
+          (
+            await tx.query<{ id: number | string; claim_token: string }>(
+              `SELECT id, claim_token FROM ${db.table} WHERE claim_token IN ($1) AND status = 'running' ORDER BY id FOR UPDATE`,
+              [tokens],
+            )
+          ).rows,
+        // Left to right: locked_until is set from the old heartbeat_at, before that changes.
+        set: () => ({
+          set: `locked_until = ${db.sql.now} + INTERVAL GREATEST(ROUND($2 * 1000000), TIMESTAMPDIFF(MICROSECOND, heartbeat_at, locked_until)) MICROSECOND,
               heartbeat_at = ${db.sql.now}`,
-        params: [lease],
+          params: [lease],
+        }),
+        answer: (kept) => kept.map(({ claim_token }) => ({ claim_token })),
       }),
-      answer: (kept) => kept.map(({ claim_token }) => ({ claim_token })),
-    }),
 };
 
 /**
@@ -71,7 +75,13 @@ const EXTEND: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: st
 export function extendLeases(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
   // Rows are locked in id order, here and in completeRuns, or an extension and a completion
   // over the same jobs on two connections can deadlock.
-  return runOverClaims(db.executor, unordered, forDialect(EXTEND, db.dialect, "extend leases")(db), (claims) => [claims.map((c) => c.token), lease, claims.map((c) => c.id)], "extend");
+  return runOverClaims(
+    db.executor,
+    unordered,
+    forDialect(EXTEND, db.dialect, "extend leases")(db),
+    (claims) => [claims.map((c) => c.token), lease, claims.map((c) => c.id)],
+    "extend",
+  );
 }
 
 /** The same for one token whose job id the caller does not know (the public `heartbeat`). */

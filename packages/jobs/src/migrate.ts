@@ -62,7 +62,15 @@ export function dialectMigrationSql(dialect: DialectName, options: { schema?: st
   const names = schemaNames(dialect, schema);
   return migrationsFor(dialect)
     .filter((m) => m.version > (options.fromVersion ?? 0))
-    .map((m) => ({ version: m.version, name: m.name, sql: m.statements(names).map((s) => `${s};`).join("\n\n") + "\n" }));
+    .map((m) => ({
+      version: m.version,
+      name: m.name,
+      sql:
+        m
+          .statements(names)
+          .map((s) => `${s};`)
+          .join("\n\n") + "\n",
+    }));
 }
 
 const LOCKS: Record<DialectName, <T>(db: JobsDatabase, work: (tx: Executor) => Promise<T>) => Promise<T>> = {
@@ -100,7 +108,8 @@ const LOCKS: Record<DialectName, <T>(db: JobsDatabase, work: (tx: Executor) => P
 const CREATE_MIGRATIONS_TABLE: Record<DialectName, (t: string) => string> = {
   postgres: (t) => `CREATE TABLE IF NOT EXISTS ${t} (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
   sqlite: (t) => `CREATE TABLE IF NOT EXISTS ${t} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
-  mysql: (t) => `CREATE TABLE IF NOT EXISTS ${t} (version INT PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))`,
+  mysql: (t) =>
+    `CREATE TABLE IF NOT EXISTS ${t} (version INT PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))`,
 };
 
 /** Applies the pending migrations under the backend's lock and records each version. */
@@ -116,7 +125,10 @@ export async function migrate(options: DatabaseOptions = {}): Promise<MigrateRes
     for (const migration of migrations) {
       if (done.has(migration.version)) continue;
       for (const statement of migration.statements(names)) await tx.query(statement);
-      await tx.query(`INSERT INTO ${db.migrationsTable} (version, name${db.dialect === "sqlite" ? ", applied_at" : ""}) VALUES ($1, $2${db.dialect === "sqlite" ? ", $3" : ""})`, db.dialect === "sqlite" ? [migration.version, migration.name, Date.now()] : [migration.version, migration.name]);
+      await tx.query(
+        `INSERT INTO ${db.migrationsTable} (version, name${db.dialect === "sqlite" ? ", applied_at" : ""}) VALUES ($1, $2${db.dialect === "sqlite" ? ", $3" : ""})`,
+        db.dialect === "sqlite" ? [migration.version, migration.name, Date.now()] : [migration.version, migration.name],
+      );
       applied.push(migration.version);
     }
     return { applied, version: Math.max(0, ...done, ...applied) };

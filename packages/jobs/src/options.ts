@@ -194,7 +194,15 @@ function keysOf<T>(all: Record<keyof T, true>): readonly string[] {
 }
 
 // Typed records, not `as const`: a key spread into a larger list is checked here.
-const JOB_KEYS: Record<keyof JobOptions, true> = { queue: true, maxAttempts: true, availableIn: true, priority: true, idempotencyKey: true, dedupKey: true, tenant: true };
+const JOB_KEYS: Record<keyof JobOptions, true> = {
+  queue: true,
+  maxAttempts: true,
+  availableIn: true,
+  priority: true,
+  idempotencyKey: true,
+  dedupKey: true,
+  tenant: true,
+};
 const PROCESS_KEYS: Record<keyof ProcessOptions, true> = { queue: true, db: true, lease: true, events: true, logger: true };
 
 export const ENQUEUE_OPTION_KEYS = keysOf<EnqueueOptions>({ ...JOB_KEYS, db: true });
@@ -231,7 +239,10 @@ export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({ schema: true, maxPay
  */
 export function checkOptions(options: unknown, keys: readonly string[], where: string): void {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new JobError(`${where}: options must be an object, got ${Array.isArray(options) ? "an array" : options === null ? "null" : typeof options}`, "options");
+    throw new JobError(
+      `${where}: options must be an object, got ${Array.isArray(options) ? "an array" : options === null ? "null" : typeof options}`,
+      "options",
+    );
   }
   checkKnownOptions(options, keys, where);
 }

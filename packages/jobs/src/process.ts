@@ -17,7 +17,6 @@ import { timerMs } from "./timers.js";
 
 export type { DrainOptions, ProcessOptions } from "./options.js";
 
-
 function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
   const emitter = new WorkerEmitter(options.events);
   instrumentEmitter(emitter);
@@ -50,15 +49,18 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
   deps.emitter.emit("job:claimed", { job: info });
   const abort = new RunAbort();
   // Keep the lease alive while the handler runs, as the worker does for its jobs.
-  const keepAlive = setInterval(() => {
-    extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)
-      .then((owned) => {
-        if (owned.has(job.token)) return;
-        deps.emitter.emit("job:fenced", { job: info, write: "heartbeat" });
-        loseJob(abort, info);
-      })
-      .catch((error: unknown) => deps.emitter.emit("worker:error", { workerId, error, during: "lease extension" }));
-  }, timerMs(Math.max(50, (deps.lease * 1000) / EXTENSIONS_PER_LEASE)));
+  const keepAlive = setInterval(
+    () => {
+      extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)
+        .then((owned) => {
+          if (owned.has(job.token)) return;
+          deps.emitter.emit("job:fenced", { job: info, write: "heartbeat" });
+          loseJob(abort, info);
+        })
+        .catch((error: unknown) => deps.emitter.emit("worker:error", { workerId, error, during: "lease extension" }));
+    },
+    timerMs(Math.max(50, (deps.lease * 1000) / EXTENSIONS_PER_LEASE)),
+  );
   const started = Date.now();
   deps.emitter.emit("job:started", { job: info, waitMs: Math.max(0, started - job.runAt.getTime()) });
   let outcome: RunOutcome;
@@ -77,7 +79,6 @@ export async function processOne(handlers: Handlers, options: ProcessOptions = {
   const { deps, queue } = depsFrom(options);
   return processNext(handlers, deps, queue, `processOne:${randomUUID()}`);
 }
-
 
 /** Runs ready jobs one after another until the queue has none ready; returns how many ran. */
 export async function drain(handlers: Handlers, options: DrainOptions = {}): Promise<number> {

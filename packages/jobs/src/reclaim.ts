@@ -83,23 +83,25 @@ const RECLAIM: PerDialect<(db: JobsDatabase) => string | Script<ReclaimedRow>> =
   // to nobody (bench/BENCHMARKS.md). A plain FOR UPDATE waits instead:
   // a row a heartbeat held is re-read once it commits, so its fresh lease is still honoured,
   // and a second reclaimer finds the first one's rows already pending. Deadlocks are retried.
-  mysql: (db) => (executor, [lease, queue, prefix]) =>
-    lockUpdateRead<{ id: number | string }, ReclaimedRow>(db, executor, {
-      lock: async (tx) =>
-        (
-          await tx.query<{ id: number | string }>(
-            `SELECT id FROM ${db.table}
+  mysql:
+    (db) =>
+    (executor, [lease, queue, prefix]) =>
+      lockUpdateRead<{ id: number | string }, ReclaimedRow>(db, executor, {
+        lock: async (tx) =>
+          (
+            await tx.query<{ id: number | string }>(
+              `SELECT id FROM ${db.table}
              WHERE status = 'running'
                AND CASE WHEN $1 IS NULL THEN locked_until < ${db.sql.now} ELSE heartbeat_at <= ${db.sql.nowPlus("$1", "-")} END
                AND ($2 IS NULL OR queue = $2)
              ORDER BY id
              FOR UPDATE`,
-            [lease, queue],
-          )
-        ).rows,
-      set: () => ({ set: reclaimSet(db, "$2"), params: [prefix] }),
-      answer: "id, queue, task, attempts, status",
-    }),
+              [lease, queue],
+            )
+          ).rows,
+        set: () => ({ set: reclaimSet(db, "$2"), params: [prefix] }),
+        answer: "id, queue, task, attempts, status",
+      }),
 };
 
 /**
@@ -119,11 +121,7 @@ function reclaimSet(db: JobsDatabase, prefix: string): string {
  * lease it holds (0 = every running job); null: only jobs whose own lease has expired.
  */
 export async function reclaimJobs(db: JobsDatabase, silentFor: number | null, queue: string | null): Promise<ReclaimedJob[]> {
-  const { rows } = await runSql<ReclaimedRow>(
-    db.executor,
-    forDialect(RECLAIM, db.dialect, "reclaim")(db),
-    [silentFor, queue, WORKER_LOST_PREFIX],
-  );
+  const { rows } = await runSql<ReclaimedRow>(db.executor, forDialect(RECLAIM, db.dialect, "reclaim")(db), [silentFor, queue, WORKER_LOST_PREFIX]);
   return rows.map((r) => ({ id: Number(r.id), queue: r.queue, task: r.task, attempts: Number(r.attempts), status: r.status }));
 }
 

@@ -33,7 +33,7 @@ export async function retrying<T>(
   attempt: () => Promise<T>,
   options: { backoff: Backoff; onError?: (error: unknown) => void; giveUp?: (failures: number) => boolean },
 ): Promise<T> {
-  for (let failures = 0; ; ) {
+  for (let failures = 0; ;) {
     try {
       return await attempt();
     } catch (error) {

@@ -42,7 +42,8 @@ export async function settle(job: ClaimedJob, info: JobInfo, outcome: RunOutcome
     }
     deps.emitter.emit("job:succeeded", { job: info, durationMs });
     // Not even built for the default silent logger: one object and one string per job.
-    if (deps.logger !== silentLogger) deps.logger.debug({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, durationMs }, `job ${job.id} done`);
+    if (deps.logger !== silentLogger)
+      deps.logger.debug({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, durationMs }, `job ${job.id} done`);
     return;
   }
   await writes.persist(() => recordFailure(job, info, outcome, deps, durationMs), "recording a failure");
@@ -55,7 +56,13 @@ export async function handBack(job: ClaimedJob, info: JobInfo, deps: RunDeps, wr
 }
 
 /** Writes a failed run: back to pending after the backoff while attempts remain, else failed. */
-async function recordFailure(job: ClaimedJob, info: JobInfo, outcome: Extract<RunOutcome, { kind: "threw" }>, deps: RunDeps, durationMs: number): Promise<void> {
+async function recordFailure(
+  job: ClaimedJob,
+  info: JobInfo,
+  outcome: Extract<RunOutcome, { kind: "threw" }>,
+  deps: RunDeps,
+  durationMs: number,
+): Promise<void> {
   const willRetry = !outcome.permanent && job.attempt < job.maxAttempts;
   const delay = willRetry ? retryDelaySeconds(job.attempt) : null;
   const message = errorMessage(outcome.error);
@@ -75,7 +82,17 @@ async function recordFailure(job: ClaimedJob, info: JobInfo, outcome: Extract<Ru
   }
   deps.emitter.emit("job:failed", { job: info, error: outcome.error, willRetry, retryInSeconds: delay, durationMs });
   deps.logger.warn(
-    { jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, maxAttempts: job.maxAttempts, durationMs, willRetry, retryInSeconds: delay, err: message },
+    {
+      jobId: job.id,
+      task: job.task,
+      queue: job.queue,
+      attempt: job.attempt,
+      maxAttempts: job.maxAttempts,
+      durationMs,
+      willRetry,
+      retryInSeconds: delay,
+      err: message,
+    },
     willRetry ? `job ${job.id} (${job.task}) failed, retrying in ${delay}s` : `job ${job.id} (${job.task}) failed`,
   );
   if (delay !== null) deps.emitter.emit("job:retried", { job: info, retryInSeconds: delay });

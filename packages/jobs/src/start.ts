@@ -32,33 +32,48 @@ const START: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: str
     WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim_token = v.token
     RETURNING v.token::text AS claim_token`,
   // Rows found by id (rowid), as in complete.ts; + keeps the planner off the jobs_running index.
-  sqlite: (db) => (executor, [ids, tokens, lease]) =>
-    executor.query<{ claim_token: string }>(
-      `UPDATE ${db.table} AS j
+  sqlite:
+    (db) =>
+    (executor, [ids, tokens, lease]) =>
+      executor.query<{ claim_token: string }>(
+        `UPDATE ${db.table} AS j
        SET attempts = j.attempts + CASE WHEN j.started_at IS NULL THEN 1 ELSE 0 END,
            started_at = COALESCE(j.started_at, ${db.sql.now}),
            locked_until = ${db.sql.nowPlus("$2")}, heartbeat_at = ${db.sql.now}, updated_at = ${db.sql.now}
        FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token FROM json_each($1) AS e) AS v
        WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'
        RETURNING claim_token`,
-      [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i]])), lease],
-    ),
+        [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i]])), lease],
+      ),
   // No UPDATE … RETURNING: lock the rows still ours, update exactly those.
-  mysql: (db) => (executor, [ids, tokens, lease]) =>
-    lockUpdateRead(db, executor, {
-      lock: (tx) => lockOwnRuns(db, tx, (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string }))),
-      set: () => ({
-        set: `attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
+  mysql:
+    (db) =>
+    (executor, [ids, tokens, lease]) =>
+      lockUpdateRead(db, executor, {
+        lock: (tx) =>
+          lockOwnRuns(
+            db,
+            tx,
+            (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string })),
+          ),
+        set: () => ({
+          set: `attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
               started_at = COALESCE(started_at, ${db.sql.now}),
               locked_until = ${db.sql.nowPlus("$2")}, heartbeat_at = ${db.sql.now}, updated_at = ${db.sql.now}`,
-        params: [lease],
+          params: [lease],
+        }),
+        answer: (kept) => kept.map(({ claim_token }) => ({ claim_token })),
       }),
-      answer: (kept) => kept.map(({ claim_token }) => ({ claim_token })),
-    }),
 };
 
 /** Counts the attempts of held jobs about to start; returns the tokens still ours. */
 export function startRuns(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
   // Id order, as in extendLeases and completeRuns: one lock order on every connection.
-  return runOverClaims(db.executor, unordered, forDialect(START, db.dialect, "start")(db), (claims) => [claims.map((c) => c.id), claims.map((c) => c.token), lease], "start");
+  return runOverClaims(
+    db.executor,
+    unordered,
+    forDialect(START, db.dialect, "start")(db),
+    (claims) => [claims.map((c) => c.id), claims.map((c) => c.token), lease],
+    "start",
+  );
 }

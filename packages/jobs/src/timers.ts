@@ -17,3 +17,23 @@ export async function within(ms: number, work: Promise<unknown>): Promise<void> 
   await Promise.race([work, new Promise((r) => (timer = setTimeout(r, timerMs(ms))))]);
   clearTimeout(timer);
 }
+
+/**
+ * Runs `task` every `ms` while `active()`, never two at once (a slow round is skipped, not
+ * queued); its errors go to `onError`. The timer does not keep the process alive.
+ */
+export function repeat(ms: number, task: () => Promise<void>, options: { active: () => boolean; onError: (error: unknown) => void }): NodeJS.Timeout {
+  let busy = false;
+  const timer = setInterval(
+    () => {
+      if (busy || !options.active()) return;
+      busy = true;
+      task()
+        .catch(options.onError)
+        .finally(() => (busy = false));
+    },
+    timerMs(Math.max(10, ms)),
+  );
+  timer.unref();
+  return timer;
+}

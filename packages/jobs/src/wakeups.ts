@@ -29,7 +29,11 @@ export class Wakeups {
   async start(): Promise<void> {
     if (!this.supported || this.closed) return;
     try {
-      this.listener = await this.db.executor.listen!(this.db.channel, (queue) => this.onWake(queue || null), (error) => this.lost(error));
+      this.listener = await this.db.executor.listen!(
+        this.db.channel,
+        (queue) => this.onWake(queue || null),
+        (error) => this.lost(error),
+      );
       if (this.failures > 0) this.onWake(null);
       this.failures = 0;
     } catch (error) {

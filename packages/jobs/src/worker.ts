@@ -12,7 +12,7 @@ import { reclaimJobs } from "./reclaim.js";
 import { OUTAGE_BACKOFF, backoffMs, retrying } from "./retry.js";
 import { handBack, settle, type RunDeps, type SettleWrites } from "./settle.js";
 import { instrumentEmitter } from "./telemetry.js";
-import { timerMs, within } from "./timers.js";
+import { repeat, within } from "./timers.js";
 import type { Handlers, JobInfo } from "./types.js";
 import { Waker } from "./waker.js";
 import { Wakeups } from "./wakeups.js";
@@ -89,7 +89,11 @@ export class Worker {
       complete: (completion) => this.completions.add(completion),
       // Rides out a database outage; once stopping, gives up after a few tries (the lease brings the job back).
       persist: (write, during) =>
-        retrying(write, { backoff: OUTAGE_BACKOFF, onError: (error) => this.error(error, during), giveUp: (failures) => this.state !== "running" && failures >= WRITES_WHEN_STOPPING }),
+        retrying(write, {
+          backoff: OUTAGE_BACKOFF,
+          onError: (error) => this.error(error, during),
+          giveUp: (failures) => this.state !== "running" && failures >= WRITES_WHEN_STOPPING,
+        }),
     };
     this.wakeups = new Wakeups(
       this.db,
@@ -117,8 +121,9 @@ export class Worker {
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
       await this.wakeups.start();
-      this.every((lease * 1000) / EXTENSIONS_PER_LEASE, () => this.extendAll());
-      if (sweepMs > 0) this.every(sweepMs, () => this.sweep());
+      const maintenance = { active: () => this.state === "running", onError: (error: unknown) => this.error(error, "background maintenance") };
+      this.timers.push(repeat((lease * 1000) / EXTENSIONS_PER_LEASE, () => this.extendAll(), maintenance));
+      if (sweepMs > 0) this.timers.push(repeat(sweepMs, () => this.sweep(), maintenance));
       this.emitter.emit("worker:started", { workerId: this.id, queues, concurrency });
       this.deps.logger.info({ workerId: this.id, queues, concurrency }, "worker started");
       if (!signal?.aborted) await (this.looping = this.loop());
@@ -138,7 +143,11 @@ export class Worker {
     const { concurrency, queues, lease } = this.settings;
     let failures = 0;
     while (this.state === "running") {
-      this.buffer.startInto(concurrency - this.running.size - this.buffer.startingNow, (job) => this.start(job), () => this.state !== "running");
+      this.buffer.startInto(
+        concurrency - this.running.size - this.buffer.startingNow,
+        (job) => this.start(job),
+        () => this.state !== "running",
+      );
       const size = concurrency + this.prefetch.target();
       const held = this.running.size + this.buffer.held;
       const capacity = size - held;
@@ -228,7 +237,10 @@ export class Worker {
   private async sweep(): Promise<void> {
     for (const job of await reclaimJobs(this.db, null, null)) {
       this.emitter.emit("job:reclaimed", { job });
-      this.deps.logger.warn({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempts, status: job.status }, `job ${job.id} reclaimed from a lost worker`);
+      this.deps.logger.warn(
+        { jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempts, status: job.status },
+        `job ${job.id} reclaimed from a lost worker`,
+      );
     }
   }
 
@@ -256,22 +268,6 @@ export class Worker {
 
   private handBack(job: ClaimedJob, info: JobInfo): Promise<void> {
     return handBack(job, info, this.deps, this.writes).catch(() => undefined);
-  }
-
-  private every(ms: number, task: () => Promise<void>): void {
-    let busy = false;
-    const timer = setInterval(
-      () => {
-        if (busy || this.state !== "running") return;
-        busy = true;
-        task()
-          .catch((error: unknown) => this.error(error, "background maintenance"))
-          .finally(() => (busy = false));
-      },
-      timerMs(Math.max(10, ms)),
-    );
-    timer.unref();
-    this.timers.push(timer);
   }
 
   private error(error: unknown, during: string): void {

@@ -70,7 +70,15 @@ describe.each(backends())("checkpoint: the handler's writes and its progress in 
     const id = await enqueue("stale", null, { db: t.db, queue: "cp3", maxAttempts: 2 });
     const started = deferred<JobContext>();
     const release = deferred();
-    const run = processOne({ stale: async (_p, ctx: JobContext) => { started.resolve(ctx); await release.promise; } }, { db: t.db, queue: "cp3", lease: 60 });
+    const run = processOne(
+      {
+        stale: async (_p, ctx: JobContext) => {
+          started.resolve(ctx);
+          await release.promise;
+        },
+      },
+      { db: t.db, queue: "cp3", lease: 60 },
+    );
     const ctx = await started.promise;
     expect(await ctx.checkpoint({ cursor: 1 }, (tx) => t.execOn(tx, `INSERT INTO ${items} (n) VALUES (200)`))).toBe(true);
     await reclaim({ db: t.db, lease: 0, queue: "cp3" });
@@ -163,7 +171,9 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("checkpoint on a si
     const lent = await lendConnection(t, backend);
     let next = 500;
     try {
-      const handlers = { one: async (_p: unknown, ctx: JobContext) => ctx.checkpoint({ at: next }, (tx) => t.execOn(tx, `INSERT INTO ${items} (n) VALUES (${next++})`)) };
+      const handlers = {
+        one: async (_p: unknown, ctx: JobContext) => ctx.checkpoint({ at: next }, (tx) => t.execOn(tx, `INSERT INTO ${items} (n) VALUES (${next++})`)),
+      };
       expect(await drain(handlers, { db: t.db.bind(lent.connection), queue: "lent3" })).toBe(2);
     } finally {
       lent.release();
@@ -172,25 +182,28 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("checkpoint on a si
     for (const id of ids) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", result: true });
   });
 
-  it.runIf(backend.name === "postgres")("(audit 12.7) a pg client that cannot report its transaction status (pg < 8.21): idle and inside a transaction both work", async () => {
-    const lent = await lendConnection(t, backend);
-    // pg before 8.21 (and pg-native) has no getTransactionStatus; an own property shadows it.
-    Object.assign(lent.connection as object, { getTransactionStatus: undefined });
-    try {
-      const idle = await enqueue("partial", null, { db: t.db, queue: "lent4" });
-      const seen: { rejected?: unknown } = {};
-      expect(await processOne(halfDone(600, seen), { db: t.db.bind(lent.connection), queue: "lent4" })).toBe(true);
-      expect(seen.rejected).toBeInstanceOf(Error);
-      const inside = await enqueue("partial", null, { db: t.db, queue: "lent4" });
-      await lent.run("BEGIN");
-      expect(await processOne(halfDone(700, seen), { db: t.db.bind(lent.connection), queue: "lent4" })).toBe(true);
-      await lent.run("COMMIT");
-      expect(await itemNumbers(600, 701)).toEqual([600, 700]);
-      for (const id of [idle, inside]) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", progress: { step: 1 } });
-    } finally {
-      delete (lent.connection as { getTransactionStatus?: unknown }).getTransactionStatus;
-      await lent.run("ROLLBACK").catch(() => undefined);
-      lent.release();
-    }
-  });
+  it.runIf(backend.name === "postgres")(
+    "(audit 12.7) a pg client that cannot report its transaction status (pg < 8.21): idle and inside a transaction both work",
+    async () => {
+      const lent = await lendConnection(t, backend);
+      // pg before 8.21 (and pg-native) has no getTransactionStatus; an own property shadows it.
+      Object.assign(lent.connection as object, { getTransactionStatus: undefined });
+      try {
+        const idle = await enqueue("partial", null, { db: t.db, queue: "lent4" });
+        const seen: { rejected?: unknown } = {};
+        expect(await processOne(halfDone(600, seen), { db: t.db.bind(lent.connection), queue: "lent4" })).toBe(true);
+        expect(seen.rejected).toBeInstanceOf(Error);
+        const inside = await enqueue("partial", null, { db: t.db, queue: "lent4" });
+        await lent.run("BEGIN");
+        expect(await processOne(halfDone(700, seen), { db: t.db.bind(lent.connection), queue: "lent4" })).toBe(true);
+        await lent.run("COMMIT");
+        expect(await itemNumbers(600, 701)).toEqual([600, 700]);
+        for (const id of [idle, inside]) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", progress: { step: 1 } });
+      } finally {
+        delete (lent.connection as { getTransactionStatus?: unknown }).getTransactionStatus;
+        await lent.run("ROLLBACK").catch(() => undefined);
+        lent.release();
+      }
+    },
+  );
 });

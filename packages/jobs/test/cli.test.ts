@@ -163,7 +163,10 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     await processOne({ a: () => undefined }, { db: t.db, queue: "exports" });
     const table = await cli(["status", ...common]);
     expect(table.code).toBe(0);
-    const lines = table.stdout.trim().split("\n").map((l) => l.trim().split(/\s+/));
+    const lines = table.stdout
+      .trim()
+      .split("\n")
+      .map((l) => l.trim().split(/\s+/));
     expect(lines[0]).toEqual(["QUEUE", "PENDING", "RUNNING", "FAILED", "DONE", "READY"]);
     expect(lines).toContainEqual(["mails", "2", "0", "0", "0", "1"]);
     expect(lines).toContainEqual(["exports", "0", "0", "0", "1", "0"]);
@@ -183,7 +186,10 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
       },
     });
     expect(result.code).toBe(0);
-    const lines = result.stdout.trim().split("\n").map((l) => JSON.parse(l) as { at: string; queues: { queue: string; ready: number }[] });
+    const lines = result.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { at: string; queues: { queue: string; ready: number }[] });
     expect(lines.length).toBeGreaterThanOrEqual(3);
     expect(lines[0]!.queues).toEqual([expect.objectContaining({ queue: "watched", ready: 1 })]);
     expect(new Set(lines.map((l) => l.at)).size).toBe(lines.length);
@@ -213,10 +219,14 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     const ids = await Promise.all(["ada", "linus"].map((name) => enqueue("greet", { name }, { db: t.db, queue: "cli-worker" })));
     const result = await cli(["worker", handlers, "--queue", "cli-worker", "--concurrency", "2", "--poll", "0.1", ...common], {
       onStart: (child) => {
-        void waitFor("jobs done by the CLI worker", async () => {
-          const jobs = await Promise.all(ids.map((id) => getJob(id, { db: t.db })));
-          return jobs.every((j) => j?.status === "done");
-        }, 20_000).then(() => child.kill("SIGTERM"));
+        void waitFor(
+          "jobs done by the CLI worker",
+          async () => {
+            const jobs = await Promise.all(ids.map((id) => getJob(id, { db: t.db })));
+            return jobs.every((j) => j?.status === "done");
+          },
+          20_000,
+        ).then(() => child.kill("SIGTERM"));
       },
     });
     expect(result.code).toBe(0);

@@ -79,7 +79,17 @@ describe.each(backends())("enqueueMany, whatever its jobs share ($name)", (backe
   });
 
   it("a single job with every option set", async () => {
-    const item = { task: "one", payload: { deep: { list: [null, "x"] } }, queue: "shapes-4", priority: 3, maxAttempts: 9, tenant: "t1", idempotencyKey: "shape-one", dedupKey: "shape-one-d", availableIn: 3600 };
+    const item = {
+      task: "one",
+      payload: { deep: { list: [null, "x"] } },
+      queue: "shapes-4",
+      priority: 3,
+      maxAttempts: 9,
+      tenant: "t1",
+      idempotencyKey: "shape-one",
+      dedupKey: "shape-one-d",
+      availableIn: 3600,
+    };
     const [id] = await enqueueMany([item], { db: t.db });
     expectAsGiven(await stored([id!]), [item]);
   });

@@ -13,9 +13,7 @@ describe.each(backends())("idempotency and dedup keys ($name)", (backend) => {
   }
 
   it("20 concurrent enqueues with one idempotency key make one job, and all get its id", async () => {
-    const results = await Promise.allSettled(
-      Array.from({ length: 20 }, (_, i) => enqueue("invoice", { i }, { db: t.db, idempotencyKey: "invoice-12" })),
-    );
+    const results = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => enqueue("invoice", { i }, { db: t.db, idempotencyKey: "invoice-12" })));
     expect(results.filter((r) => r.status === "rejected")).toEqual([]);
     const ids = new Set(results.map((r) => (r as PromiseFulfilledResult<number>).value));
     expect(ids.size).toBe(1);

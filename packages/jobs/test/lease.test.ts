@@ -106,7 +106,15 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     const hold = deferred();
     const started = deferred();
     const id = await enqueue("busy", null, { db: t.db, queue: "lease0" });
-    const run = processOne({ busy: async () => { started.resolve(); await hold.promise; } }, { db: t.db, queue: "lease0", lease: 60 });
+    const run = processOne(
+      {
+        busy: async () => {
+          started.resolve();
+          await hold.promise;
+        },
+      },
+      { db: t.db, queue: "lease0", lease: 60 },
+    );
     await started.promise;
     expect(await reclaim({ db: t.db, lease: 0, queue: "another-queue" })).toEqual([]);
     const taken = await reclaim({ db: t.db, lease: 0, queue: "lease0" });
@@ -121,7 +129,10 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     const lost = await orphan("sweep", 2);
     const ran = deferred<number>();
     const ac = new AbortController();
-    const rescuer = createWorker({ orphan: (_p, ctx: JobContext) => ran.resolve(ctx.job.attempt) }, { db: t.db, queue: "sweep", sweepInterval: 0.1, pollInterval: 0.05, signal: ac.signal });
+    const rescuer = createWorker(
+      { orphan: (_p, ctx: JobContext) => ran.resolve(ctx.job.attempt) },
+      { db: t.db, queue: "sweep", sweepInterval: 0.1, pollInterval: 0.05, signal: ac.signal },
+    );
     const reclaimed: number[] = [];
     rescuer.on("job:reclaimed", (e) => reclaimed.push(e.job.id));
     const running = rescuer.run();
@@ -182,7 +193,16 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     await reclaim({ db: t.db, lease: 0, queue: "fence" });
     const newStarted = deferred<JobContext>();
     const newRelease = deferred();
-    const newRun = processOne({ contested: async (_p, ctx: JobContext) => { newStarted.resolve(ctx); await newRelease.promise; return "new wins"; } }, { db: t.db, queue: "fence", lease: 60 });
+    const newRun = processOne(
+      {
+        contested: async (_p, ctx: JobContext) => {
+          newStarted.resolve(ctx);
+          await newRelease.promise;
+          return "new wins";
+        },
+      },
+      { db: t.db, queue: "fence", lease: 60 },
+    );
     const newCtx = await newStarted.promise;
     expect(newCtx.claimToken).not.toBe(oldCtx.claimToken);
 
@@ -190,7 +210,11 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     expect(oldCtx.signal.aborted).toBe(true);
     expect(await heartbeat(oldCtx.claimToken, { db: t.db })).toBe(false);
     let workRan = false;
-    expect(await oldCtx.checkpoint({ cursor: 99 }, () => { workRan = true; })).toBe(false);
+    expect(
+      await oldCtx.checkpoint({ cursor: 99 }, () => {
+        workRan = true;
+      }),
+    ).toBe(false);
     expect(workRan).toBe(false);
     release.resolve();
     await oldRun; // its failure is fenced out
@@ -211,7 +235,13 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     const release = deferred();
     const fenced: string[] = [];
     const oldRun = processOne(
-      { contested2: async () => { started.resolve(); await release.promise; return "stale"; } },
+      {
+        contested2: async () => {
+          started.resolve();
+          await release.promise;
+          return "stale";
+        },
+      },
       { db: t.db, queue: "fence2", lease: 60, events: { "job:fenced": (e) => fenced.push(e.write) } },
     );
     await started.promise;

@@ -72,7 +72,12 @@ describe.each(backends())("observability ($name)", (backend) => {
     expect(enqueueSpan.parentSpanContext?.spanId).toBe(request.spanContext().spanId);
     expect(processSpan.links).toHaveLength(1);
     expect(processSpan.links[0]!.context).toMatchObject({ traceId: enqueueSpan.spanContext().traceId, spanId: enqueueSpan.spanContext().spanId });
-    expect(processSpan.attributes).toMatchObject({ "forge_jobs.job_id": id, "forge_jobs.queue": "traced", "forge_jobs.task": "send_mail", "forge_jobs.attempt": 1 });
+    expect(processSpan.attributes).toMatchObject({
+      "forge_jobs.job_id": id,
+      "forge_jobs.queue": "traced",
+      "forge_jobs.task": "send_mail",
+      "forge_jobs.attempt": 1,
+    });
     // The handler runs inside the execution span: its own spans become children of it.
     expect(handlerTraceId).toBe(processSpan.spanContext().traceId);
   });
@@ -80,7 +85,14 @@ describe.each(backends())("observability ($name)", (backend) => {
   it("a failed run marks its span as an error", async () => {
     spans.reset();
     await enqueue("explode", null, { db: t.db, queue: "traced-fail" });
-    await processOne({ explode: () => { throw new Error("kaboom"); } }, { db: t.db, queue: "traced-fail" });
+    await processOne(
+      {
+        explode: () => {
+          throw new Error("kaboom");
+        },
+      },
+      { db: t.db, queue: "traced-fail" },
+    );
     const span = spans.getFinishedSpans().find((s) => s.name === "process explode")!;
     expect(span.status).toMatchObject({ code: 2, message: "kaboom" });
     expect(span.events.some((e) => e.name === "exception")).toBe(true);
@@ -89,10 +101,24 @@ describe.each(backends())("observability ($name)", (backend) => {
   it("counts enqueued, succeeded, failed, retried by queue and task, and records duration and wait time", async () => {
     const queue = `metered-${backend.name}`;
     const attrs = { "forge_jobs.queue": queue, "forge_jobs.task": "m" };
-    await enqueueMany([{ task: "m", payload: { ok: true } }, { task: "m", payload: { ok: true } }, { task: "m", payload: { ok: false }, maxAttempts: 2 }], { db: t.db, queue });
+    await enqueueMany(
+      [
+        { task: "m", payload: { ok: true } },
+        { task: "m", payload: { ok: true } },
+        { task: "m", payload: { ok: false }, maxAttempts: 2 },
+      ],
+      { db: t.db, queue },
+    );
     expect(await metricValue("forge_jobs.enqueued", attrs)).toBe(3);
     const ac = new AbortController();
-    const worker = createWorker({ m: (p: { ok: boolean }) => { if (!p.ok) throw new Error("no"); } }, { db: t.db, queue, signal: ac.signal, pollInterval: 0.05 });
+    const worker = createWorker(
+      {
+        m: (p: { ok: boolean }) => {
+          if (!p.ok) throw new Error("no");
+        },
+      },
+      { db: t.db, queue, signal: ac.signal, pollInterval: 0.05 },
+    );
     let handled = 0;
     worker.on("job:succeeded", () => handled++);
     worker.on("job:failed", () => handled++);
@@ -122,10 +148,20 @@ describe.each(backends())("observability ($name)", (backend) => {
   it("logs through any { debug, info, warn, error } logger: one structured line per failure, quiet otherwise", async () => {
     const lines: { level: string; fields: Record<string, unknown>; msg: string | undefined }[] = [];
     const logger: Logger = Object.fromEntries(
-      (["debug", "info", "warn", "error"] as const).map((level) => [level, (fields: object, msg?: string) => lines.push({ level, fields: fields as Record<string, unknown>, msg })]),
+      (["debug", "info", "warn", "error"] as const).map((level) => [
+        level,
+        (fields: object, msg?: string) => lines.push({ level, fields: fields as Record<string, unknown>, msg }),
+      ]),
     ) as unknown as Logger;
     const id = await enqueue("logged", null, { db: t.db, queue: "logs", maxAttempts: 3 });
-    await processOne({ logged: () => { throw new Error("smtp down"); } }, { db: t.db, queue: "logs", logger });
+    await processOne(
+      {
+        logged: () => {
+          throw new Error("smtp down");
+        },
+      },
+      { db: t.db, queue: "logs", logger },
+    );
     const failures = lines.filter((l) => l.level === "warn" || l.level === "error");
     expect(failures).toHaveLength(1);
     expect(failures[0]!.fields).toMatchObject({ jobId: id, task: "logged", queue: "logs", attempt: 1, maxAttempts: 3, willRetry: true, retryInSeconds: 10 });
@@ -143,7 +179,8 @@ describe("library code", () => {
       for (const name of readdirSync(dir)) {
         const path = join(dir, name);
         if (statSync(path).isDirectory()) walk(path);
-        else if (/\.ts$/.test(name) && !path.includes(`${join("src", "cli")}`) && /console\.(log|info|warn|error|debug)\(/.test(readFileSync(path, "utf8"))) offenders.push(path);
+        else if (/\.ts$/.test(name) && !path.includes(`${join("src", "cli")}`) && /console\.(log|info|warn|error|debug)\(/.test(readFileSync(path, "utf8")))
+          offenders.push(path);
       }
     };
     walk(root);

@@ -14,8 +14,14 @@ describe.each(backends())("claim order and delays ($name)", (backend) => {
   it("claims by priority DESC, then oldest first, with any integer priority", async () => {
     const queue = "order";
     const plan: [string, number][] = [
-      ["n1", PRIORITY_NORMAL], ["low", PRIORITY_LOW], ["h1", PRIORITY_HIGH], ["n2", PRIORITY_NORMAL],
-      ["five", 5], ["h2", PRIORITY_HIGH], ["huge", 1000], ["neg", -11],
+      ["n1", PRIORITY_NORMAL],
+      ["low", PRIORITY_LOW],
+      ["h1", PRIORITY_HIGH],
+      ["n2", PRIORITY_NORMAL],
+      ["five", 5],
+      ["h2", PRIORITY_HIGH],
+      ["huge", 1000],
+      ["neg", -11],
     ];
     for (const [name, priority] of plan) await enqueue("record", { name }, { db: t.db, queue, priority });
     const seen: string[] = [];
@@ -24,7 +30,14 @@ describe.each(backends())("claim order and delays ($name)", (backend) => {
   });
 
   it("keeps several named queues apart", async () => {
-    await enqueueMany([{ task: "a", queue: "q1" }, { task: "b", queue: "q2" }, { task: "c", queue: "q1" }], { db: t.db });
+    await enqueueMany(
+      [
+        { task: "a", queue: "q1" },
+        { task: "b", queue: "q2" },
+        { task: "c", queue: "q1" },
+      ],
+      { db: t.db },
+    );
     expect(await pendingCount({ db: t.db, queue: "q1" })).toBe(2);
     expect(await pendingCount({ db: t.db, queue: "q2" })).toBe(1);
     const ran: string[] = [];

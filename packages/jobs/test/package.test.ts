@@ -28,24 +28,53 @@ describe("the packed @forge/jobs tarball", () => {
   }, 120_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
 
-  const expected = ["enqueue", "enqueueMany", "processOne", "drain", "runWorker", "pendingCount", "getJob", "statusCounts", "heartbeat", "reclaim", "migrate", "connect", "JobError", "PRIORITY_LOW", "PRIORITY_NORMAL", "PRIORITY_HIGH", "TABLE_NAME"];
+  const expected = [
+    "enqueue",
+    "enqueueMany",
+    "processOne",
+    "drain",
+    "runWorker",
+    "pendingCount",
+    "getJob",
+    "statusCounts",
+    "heartbeat",
+    "reclaim",
+    "migrate",
+    "connect",
+    "JobError",
+    "PRIORITY_LOW",
+    "PRIORITY_NORMAL",
+    "PRIORITY_HIGH",
+    "TABLE_NAME",
+  ];
 
   it("require('@forge/jobs') works from CommonJS", async () => {
-    const { stdout } = await run(process.execPath, ["-e", "const j = require('@forge/jobs'); console.log(JSON.stringify(Object.keys(j)), j.TABLE_NAME, new j.JobError('x') instanceof Error)"], { cwd: app });
+    const { stdout } = await run(
+      process.execPath,
+      ["-e", "const j = require('@forge/jobs'); console.log(JSON.stringify(Object.keys(j)), j.TABLE_NAME, new j.JobError('x') instanceof Error)"],
+      { cwd: app },
+    );
     const [keys, table, isError] = stdout.trim().split(" ");
     expect(JSON.parse(keys!)).toEqual(expect.arrayContaining(expected));
     expect([table, isError]).toEqual(["jobs", "true"]);
   });
 
   it("import '@forge/jobs' works from ESM", async () => {
-    const { stdout } = await run(process.execPath, ["--input-type=module", "-e", "import * as j from '@forge/jobs'; console.log(JSON.stringify(Object.keys(j)), j.PRIORITY_HIGH)"], { cwd: app });
+    const { stdout } = await run(
+      process.execPath,
+      ["--input-type=module", "-e", "import * as j from '@forge/jobs'; console.log(JSON.stringify(Object.keys(j)), j.PRIORITY_HIGH)"],
+      { cwd: app },
+    );
     const [keys, high] = stdout.trim().split(" ");
     expect(JSON.parse(keys!)).toEqual(expect.arrayContaining(expected));
     expect(high).toBe("10");
   });
 
   it("ships types for both, the CLI, the README, and no tests or sources", async () => {
-    const manifest = JSON.parse(await readFile(join(app, "node_modules/@forge/jobs/package.json"), "utf8")) as { exports: Record<string, unknown>; bin: Record<string, string> };
+    const manifest = JSON.parse(await readFile(join(app, "node_modules/@forge/jobs/package.json"), "utf8")) as {
+      exports: Record<string, unknown>;
+      bin: Record<string, string>;
+    };
     expect(manifest.exports["."]).toEqual({
       import: { types: "./dist/index.d.ts", default: "./dist/index.js" },
       require: { types: "./dist/index.d.cts", default: "./dist/index.cjs" },

@@ -72,7 +72,10 @@ describe.each(backends().filter((b) => b.name === "postgres"))("query plans of t
     const multiPlan = await planOfLast();
     expect(seqScansOfJobs(multiPlan)).toEqual([]);
     expect(indexScansOfJobs(multiPlan).length).toBeGreaterThanOrEqual(2);
-    await completeRuns(t.db, more.map((j) => ({ id: j.id, token: j.token, result: null })));
+    await completeRuns(
+      t.db,
+      more.map((j) => ({ id: j.id, token: j.token, result: null })),
+    );
 
     const claims = jobs.map((j) => ({ id: j.id, token: j.token }));
     expect((await extendLeases(t.db, claims, 30)).size).toBe(130);
@@ -80,7 +83,14 @@ describe.each(backends().filter((b) => b.name === "postgres"))("query plans of t
     expect(seqScansOfJobs(extendPlan)).toEqual([]);
     expect(indexScansOfJobs(extendPlan).length).toBeGreaterThanOrEqual(1);
 
-    expect((await completeRuns(t.db, jobs.map((j) => ({ id: j.id, token: j.token, result: null })))).size).toBe(130);
+    expect(
+      (
+        await completeRuns(
+          t.db,
+          jobs.map((j) => ({ id: j.id, token: j.token, result: null })),
+        )
+      ).size,
+    ).toBe(130);
     const completePlan = await planOfLast();
     expect(seqScansOfJobs(completePlan)).toEqual([]);
     expect(indexScansOfJobs(completePlan).length).toBeGreaterThanOrEqual(1);
@@ -104,7 +114,14 @@ describe.each(backends().filter((b) => b.name === "sqlite"))("query plans of the
   it("completing 500 jobs reads the batch once and finds each job by its id", async () => {
     const jobs = await claimJobs(t.db, { queues: ["default"], limit: 500, start: 500, lease: 30, workerId: "plans" });
     expect(jobs).toHaveLength(500);
-    expect((await completeRuns(t.db, jobs.map((j) => ({ id: j.id, token: j.token, result: null })))).size).toBe(500);
+    expect(
+      (
+        await completeRuns(
+          t.db,
+          jobs.map((j) => ({ id: j.id, token: j.token, result: null })),
+        )
+      ).size,
+    ).toBe(500);
     const last = sent.at(-1)!;
     const { rows } = await t.db.executor.query<{ detail: string }>(`EXPLAIN QUERY PLAN ${last.sql}`, last.params);
     const details = rows.map((r) => r.detail);

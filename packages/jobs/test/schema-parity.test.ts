@@ -76,7 +76,10 @@ async function postgresShape(db: JobsDatabase): Promise<{ columns: RawColumn[]; 
     else shape.set(`index ${index.name}`, indexShape(index.unique, columnList, index.predicate));
   }
   const checks = await q<{ def: string }>(`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ${relation} AND contype = 'c'`);
-  addChecks(shape, checks.map((c) => c.def));
+  addChecks(
+    shape,
+    checks.map((c) => c.def),
+  );
   return { columns, shape };
 }
 
@@ -158,7 +161,10 @@ async function mysqlShape(db: JobsDatabase): Promise<{ columns: RawColumn[]; sha
   const checks = await q<{ clause: string }>(
     `SELECT CHECK_CLAUSE AS clause FROM information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = $1 AND TABLE_NAME = $2`,
   );
-  addChecks(shape, checks.map((c) => c.clause));
+  addChecks(
+    shape,
+    checks.map((c) => c.clause),
+  );
   return { columns, shape };
 }
 

@@ -29,7 +29,12 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
   }
 
   /** Runs a worker on `queue` until every listed job has ended (done or failed). */
-  async function runUntilEnded(handlers: Handlers, queue: string, ids: number[], options: { db?: JobsDatabase; concurrency?: number; timeoutMs?: number } = {}): Promise<void> {
+  async function runUntilEnded(
+    handlers: Handlers,
+    queue: string,
+    ids: number[],
+    options: { db?: JobsDatabase; concurrency?: number; timeoutMs?: number } = {},
+  ): Promise<void> {
     const ac = new AbortController();
     const worker = createWorker(handlers, { db: options.db ?? t.db, queue, concurrency: options.concurrency ?? 10, pollInterval: 0.05, signal: ac.signal });
     const running = worker.run();
@@ -62,7 +67,10 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
 
   it("40 jobs each returning a 600 KB result all end done (audit 12.2)", async () => {
     // 24 MB of results in one completion batch: more than MariaDB's default max_allowed_packet.
-    const ids = await enqueueMany(Array.from({ length: 40 }, (_, i) => ({ task: "big", payload: { i } })), { db: t.db, queue: "big-results" });
+    const ids = await enqueueMany(
+      Array.from({ length: 40 }, (_, i) => ({ task: "big", payload: { i } })),
+      { db: t.db, queue: "big-results" },
+    );
     const big = together(40, (p: { i: number }) => ({ i: p.i, blob: "x".repeat(600 * KIB) }));
     await runUntilEnded({ big }, "big-results", ids, { concurrency: 40 });
     const rows = await t.sql<{ status: string }>("SELECT status FROM {jobs} WHERE queue = $1", ["big-results"]);
@@ -87,7 +95,10 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
 
   it("the default result limit is 1 MiB, and the worker fails such a job instead of retrying it (audit 12.2)", async () => {
     const ids = await enqueueMany(
-      [{ task: "res", payload: { n: MIB } }, { task: "res", payload: { n: MIB - 2 } }],
+      [
+        { task: "res", payload: { n: MIB } },
+        { task: "res", payload: { n: MIB - 2 } },
+      ],
       { db: t.db, queue: "default-cap" },
     );
     await runUntilEnded({ res: (p: { n: number }) => "z".repeat(p.n) }, "default-cap", ids);
@@ -100,7 +111,10 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
   it.runIf(backend.name === "mysql")("a result more than max_allowed_packet carries fails its job with a message naming it (audit 12.2)", async () => {
     await withSettings({ maxResultBytes: 64 * MIB }, async (db) => {
       const ids = await enqueueMany(
-        [{ task: "res", payload: { n: 20 * MIB } }, { task: "res", payload: { n: 10 } }],
+        [
+          { task: "res", payload: { n: 20 * MIB } },
+          { task: "res", payload: { n: 10 } },
+        ],
         { db, queue: "packet" },
       );
       await runUntilEnded({ res: (p: { n: number }) => "p".repeat(p.n) }, "packet", ids, { db });
@@ -115,7 +129,10 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
     // An application's own rule on the table stands for any value the database cannot store.
     const undo = await refuseResultsContaining("poison");
     try {
-      const ids = await enqueueMany(Array.from({ length: 10 }, (_, i) => ({ task: "gate", payload: { i } })), { db: t.db, queue: "refused" });
+      const ids = await enqueueMany(
+        Array.from({ length: 10 }, (_, i) => ({ task: "gate", payload: { i } })),
+        { db: t.db, queue: "refused" },
+      );
       await runUntilEnded({ gate: together(10, (p: { i: number }) => (p.i === 3 ? "poison" : `fine ${p.i}`)) }, "refused", ids);
       const jobs = await Promise.all(ids.map((id) => getJob(id, { db: t.db })));
       expect(jobs.map((j) => j?.status)).toEqual(ids.map((_, i) => (i === 3 ? "failed" : "done")));
@@ -130,7 +147,9 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
   async function refuseResultsContaining(word: string, column = "result"): Promise<() => Promise<void>> {
     const name = `refuse_${column}`;
     if (backend.name === "sqlite") {
-      await t.sql(`CREATE TRIGGER ${name} BEFORE UPDATE OF ${column} ON {jobs} WHEN NEW.${column} LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'refused by rule'); END`);
+      await t.sql(
+        `CREATE TRIGGER ${name} BEFORE UPDATE OF ${column} ON {jobs} WHEN NEW.${column} LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'refused by rule'); END`,
+      );
       return async () => void (await t.sql(`DROP TRIGGER ${name}`));
     }
     const text = backend.name === "postgres" ? `${column}::text` : column;
@@ -193,7 +212,10 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
 
   it("a result containing U+0000 or lone surrogates is stored, those characters as U+FFFD (audit 12.4)", async () => {
     const id = await enqueue("nul", null, { db: t.db, queue: "nul-result" });
-    await processOne({ nul: () => ({ text: "a\u0000b", half: "x\udc00", pair: "😀", "key\u0000": ["\u0000"], slash: "\\u0000" }) }, { db: t.db, queue: "nul-result" });
+    await processOne(
+      { nul: () => ({ text: "a\u0000b", half: "x\udc00", pair: "😀", "key\u0000": ["\u0000"], slash: "\\u0000" }) },
+      { db: t.db, queue: "nul-result" },
+    );
     const job = await getJob(id, { db: t.db });
     expect(job?.status).toBe("done");
     expect(job?.result).toEqual({ text: "a\uFFFDb", half: "x\uFFFD", pair: "😀", "key\uFFFD": ["\uFFFD"], slash: "\\u0000" });
@@ -235,27 +257,30 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
     expect(getterJob?.lastError).toMatch(/result\.broken: reading it threw: getter exploded/);
   });
 
-  it.runIf(backend.name === "mysql")("with a raised maxPayloadBytes, a payload the server cannot take is a JobError naming max_allowed_packet (audit 12.16)", async () => {
-    await withSettings({ maxPayloadBytes: 64 * MIB }, async (db) => {
-      const count = async () => Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1", ["packet-in"]))[0]!.n);
-      const refusals = [
-        () => enqueue("t", "x".repeat(20 * MIB), { db, queue: "packet-in" }),
-        () => enqueueMany([{ task: "t" }, { task: "t", payload: "x".repeat(20 * MIB) }], { db, queue: "packet-in" }),
-        // 9 MiB of JSON, twice that once the driver escapes its quotes and backslashes.
-        () => enqueue("t", '"'.repeat(4.5 * MIB), { db, queue: "packet-in" }),
-      ];
-      for (const refusal of refusals) {
-        const error = await refusal().then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-        expect(error).toBeInstanceOf(JobError);
-        expect((error as Error).message).toMatch(/max_allowed_packet/);
-      }
-      expect(await count()).toBe(0);
-      // Under the server's limit, a raised maxPayloadBytes still works.
-      const id = await enqueue("t", "w".repeat(5 * MIB), { db, queue: "packet-in" });
-      expect(((await getJob(id, { db }))?.payload as string).length).toBe(5 * MIB);
-    });
-  });
+  it.runIf(backend.name === "mysql")(
+    "with a raised maxPayloadBytes, a payload the server cannot take is a JobError naming max_allowed_packet (audit 12.16)",
+    async () => {
+      await withSettings({ maxPayloadBytes: 64 * MIB }, async (db) => {
+        const count = async () => Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1", ["packet-in"]))[0]!.n);
+        const refusals = [
+          () => enqueue("t", "x".repeat(20 * MIB), { db, queue: "packet-in" }),
+          () => enqueueMany([{ task: "t" }, { task: "t", payload: "x".repeat(20 * MIB) }], { db, queue: "packet-in" }),
+          // 9 MiB of JSON, twice that once the driver escapes its quotes and backslashes.
+          () => enqueue("t", '"'.repeat(4.5 * MIB), { db, queue: "packet-in" }),
+        ];
+        for (const refusal of refusals) {
+          const error = await refusal().then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+          expect(error).toBeInstanceOf(JobError);
+          expect((error as Error).message).toMatch(/max_allowed_packet/);
+        }
+        expect(await count()).toBe(0);
+        // Under the server's limit, a raised maxPayloadBytes still works.
+        const id = await enqueue("t", "w".repeat(5 * MIB), { db, queue: "packet-in" });
+        expect(((await getJob(id, { db }))?.payload as string).length).toBe(5 * MIB);
+      });
+    },
+  );
 });

@@ -33,17 +33,16 @@ describe.each(backends())("transactional enqueue ($name)", (backend) => {
     "a keyed enqueue (%s) inside a REPEATABLE READ transaction gets the winner's id or a JobError that says what to do (audit 12.10)",
     async (key) => {
       const queue = `rr-${key}`;
-      const outcome = await t
-        .withTransaction(
-          async (bound) => {
-            await pendingCount({ db: bound, queue }); // the transaction's snapshot is taken here
-            const winner = await enqueue("rr", { first: true }, { db: t.db, queue, [key]: `rr-${key}` });
-            const id = await enqueue("rr", { first: false }, { db: bound, queue, [key]: `rr-${key}` }).catch((error: unknown) => error);
-            return { winner, id };
-          },
-          "rollback",
-          { isolation: "repeatable read" },
-        );
+      const outcome = await t.withTransaction(
+        async (bound) => {
+          await pendingCount({ db: bound, queue }); // the transaction's snapshot is taken here
+          const winner = await enqueue("rr", { first: true }, { db: t.db, queue, [key]: `rr-${key}` });
+          const id = await enqueue("rr", { first: false }, { db: bound, queue, [key]: `rr-${key}` }).catch((error: unknown) => error);
+          return { winner, id };
+        },
+        "rollback",
+        { isolation: "repeatable read" },
+      );
       // PostgreSQL refuses the insert (40001), which aborts the transaction; MariaDB can read the
       // winner with a locking read (unless innodb_snapshot_isolation refuses that too, 11.6+).
       if (backend.name === "postgres") expect(outcome.id).toBeInstanceOf(JobError);

@@ -50,10 +50,37 @@ describe.each(backends())("bad input is refused with JobError and writes nothing
   const cases: [string, () => Promise<unknown>, RegExp][] = [
     ["payload nested 2,000 deep (audit 12.12)", () => enqueue("t", deep(2000), { db: t.db }), /^payload: nested more than 500 levels deep/],
     ["payload nested 100,000 deep (audit 12.12)", () => enqueue("t", deep(100_000), { db: t.db }), /nested more than 500 levels deep/],
-    ["payload with a throwing getter (audit 12.12)", () => enqueue("t", { x: throwingGetter }, { db: t.db }), /payload\.x\.broken: reading it threw: getter exploded/],
-    ["payload whose toJSON throws (audit 12.12)", () => enqueue("t", { x: { toJSON: () => { throw new Error("no JSON today"); } } }, { db: t.db }), /payload\.x: toJSON\(\) threw: no JSON today/],
-    ["deep item in enqueueMany (audit 12.12)", () => enqueueMany([{ task: "ok" }, { task: "ok", payload: deep(2000) }], { db: t.db }), /^items\[1\]\.payload: nested more than 500 levels deep/],
-    ["throwing getter in enqueueMany (audit 12.12)", () => enqueueMany([{ task: "ok", payload: throwingGetter }], { db: t.db }), /items\[0\]\.payload\.broken: reading it threw/],
+    [
+      "payload with a throwing getter (audit 12.12)",
+      () => enqueue("t", { x: throwingGetter }, { db: t.db }),
+      /payload\.x\.broken: reading it threw: getter exploded/,
+    ],
+    [
+      "payload whose toJSON throws (audit 12.12)",
+      () =>
+        enqueue(
+          "t",
+          {
+            x: {
+              toJSON: () => {
+                throw new Error("no JSON today");
+              },
+            },
+          },
+          { db: t.db },
+        ),
+      /payload\.x: toJSON\(\) threw: no JSON today/,
+    ],
+    [
+      "deep item in enqueueMany (audit 12.12)",
+      () => enqueueMany([{ task: "ok" }, { task: "ok", payload: deep(2000) }], { db: t.db }),
+      /^items\[1\]\.payload: nested more than 500 levels deep/,
+    ],
+    [
+      "throwing getter in enqueueMany (audit 12.12)",
+      () => enqueueMany([{ task: "ok", payload: throwingGetter }], { db: t.db }),
+      /items\[0\]\.payload\.broken: reading it threw/,
+    ],
     ["unknown option", () => enqueue("t", null, { db: t.db, prority: 1 } as never), /unknown option "prority"; allowed: queue, maxAttempts/],
     ["function payload", () => enqueue("t", { f: () => 1 } as never, { db: t.db }), /payload\.f: a function is not JSON/],
     ["BigInt payload", () => enqueue("t", { n: 10n } as never, { db: t.db }), /payload\.n: BigInt is not JSON/],
@@ -75,7 +102,11 @@ describe.each(backends())("bad input is refused with JobError and writes nothing
     ["too long a task name", () => enqueue("t".repeat(256), null, { db: t.db }), /task must be at most 255 characters/],
     ["non-string key", () => enqueue("t", null, { db: t.db, idempotencyKey: 5 as never }), /idempotencyKey must be a string/],
     ["options not an object", () => enqueue("t", null, "fast" as never), /options must be an object/],
-    ["one bad item in enqueueMany", () => enqueueMany([{ task: "ok" }, { task: "ok", priority: 0.5 }], { db: t.db }), /items\[1\]\.priority must be an integer/],
+    [
+      "one bad item in enqueueMany",
+      () => enqueueMany([{ task: "ok" }, { task: "ok", priority: 0.5 }], { db: t.db }),
+      /items\[1\]\.priority must be an integer/,
+    ],
     ["unknown item option", () => enqueueMany([{ task: "ok", db: t.db } as never], { db: t.db }), /items\[0\]: unknown option "db"/],
   ];
 
@@ -92,7 +123,7 @@ describe.each(backends())("bad input is refused with JobError and writes nothing
 
   it("names that look like SQL, quotes and emoji are stored literally", async () => {
     const task = `x'); DROP TABLE jobs; -- "😀"`;
-    const id = await enqueue(task, { q: "it's \"quoted\"; DELETE" }, { db: t.db, queue: "q'; --" });
+    const id = await enqueue(task, { q: 'it\'s "quoted"; DELETE' }, { db: t.db, queue: "q'; --" });
     const [row] = await t.sql<{ task: string; queue: string }>("SELECT task, queue FROM {jobs} WHERE id = $1", [id]);
     expect(row).toEqual({ task, queue: "q'; --" });
   });
@@ -116,17 +147,41 @@ describe.each(backends())("every entry point refuses unknown options and a lease
   }
 
   const cases: [string, () => Promise<unknown>, RegExp][] = [
-    ["cancelJob, unknown option", () => cancelJob(pending, { db: t.db, tenantID: "a" } as never), /^cancelJob: unknown option "tenantID"; allowed: db, tenant$/],
+    [
+      "cancelJob, unknown option",
+      () => cancelJob(pending, { db: t.db, tenantID: "a" } as never),
+      /^cancelJob: unknown option "tenantID"; allowed: db, tenant$/,
+    ],
     ["retryJob, unknown option", () => retryJob(pending, { db: t.db, force: true } as never), /^retryJob: unknown option "force"/],
     ["cancelJob, options not an object", () => cancelJob(pending, "now" as never), /^cancelJob: options must be an object, got string/],
-    ["prune, unknown option", () => prune({ db: t.db, olderThan: 0, status: ["done"] } as never), /^prune: unknown option "status"; allowed: olderThan, statuses, db$/],
+    [
+      "prune, unknown option",
+      () => prune({ db: t.db, olderThan: 0, status: ["done"] } as never),
+      /^prune: unknown option "status"; allowed: olderThan, statuses, db$/,
+    ],
     ["prune, options not an object", () => prune(null as never), /^prune: options must be an object, got null/],
-    ["prune, empty statuses", () => prune({ db: t.db, olderThan: 0, statuses: [] }), /^prune: statuses must be a non-empty list of "done", "failed", "cancelled", got \[\]/],
-    ["prune, a status that never ends", () => prune({ db: t.db, olderThan: 0, statuses: ["running"] as never }), /statuses must be a non-empty list .* got \["running"\]/],
-    ["prune, statuses not a list", () => prune({ db: t.db, olderThan: 0, statuses: "cancelled" as never }), /statuses must be a non-empty list .* got "cancelled"/],
+    [
+      "prune, empty statuses",
+      () => prune({ db: t.db, olderThan: 0, statuses: [] }),
+      /^prune: statuses must be a non-empty list of "done", "failed", "cancelled", got \[\]/,
+    ],
+    [
+      "prune, a status that never ends",
+      () => prune({ db: t.db, olderThan: 0, statuses: ["running"] as never }),
+      /statuses must be a non-empty list .* got \["running"\]/,
+    ],
+    [
+      "prune, statuses not a list",
+      () => prune({ db: t.db, olderThan: 0, statuses: "cancelled" as never }),
+      /statuses must be a non-empty list .* got "cancelled"/,
+    ],
     ["migrate, unknown option", () => migrate({ db: t.db, schema: "x" } as never), /^migrate: unknown option "schema"; allowed: db$/],
     ["schemaVersion, unknown option", () => schemaVersion({ db: t.db, dryRun: true } as never), /^schemaVersion: unknown option "dryRun"/],
-    ["heartbeat, unknown option", () => heartbeat(TOKEN, { db: t.db, leaseSeconds: 60 } as never), /^heartbeat: unknown option "leaseSeconds"; allowed: lease, db$/],
+    [
+      "heartbeat, unknown option",
+      () => heartbeat(TOKEN, { db: t.db, leaseSeconds: 60 } as never),
+      /^heartbeat: unknown option "leaseSeconds"; allowed: lease, db$/,
+    ],
     ["heartbeat, options not an object", () => heartbeat(TOKEN, 60 as never), /^heartbeat: options must be an object, got number/],
     ["heartbeat, lease 0", () => heartbeat(TOKEN, { db: t.db, lease: 0 }), /^lease must be a number of seconds ≥ 0\.001, got 0$/],
     ["heartbeat, negative lease", () => heartbeat(TOKEN, { db: t.db, lease: -5 }), /^lease must be a number of seconds ≥ 0\.001/],
@@ -138,9 +193,21 @@ describe.each(backends())("every entry point refuses unknown options and a lease
     ["getJob, unknown option", () => getJob(pending, { db: t.db, tenantId: "a" } as never), /^getJob: unknown option "tenantId"/],
     ["pendingCount, unknown option", () => pendingCount({ db: t.db, queues: ["a"] } as never), /^pendingCount: unknown option "queues"/],
     ["statusCounts, unknown option", () => statusCounts({ db: t.db, tenants: [] } as never), /^statusCounts: unknown option "tenants"/],
-    ["enqueueMany, unknown option", () => enqueueMany([{ task: "t" }], { db: t.db, priority: 1 } as never), /^enqueueMany: unknown option "priority"; allowed: queue, db$/],
-    ["observeQueueDepth, unknown option", async () => observeQueueDepth({ db: t.db, interval: 5 } as never), /^observeQueueDepth: unknown option "interval"; allowed: db$/],
-    ["connect, unknown option", async () => connect(t.url, { schemaName: "x" } as never), /^connect: unknown option "schemaName"; allowed: schema, maxPayloadBytes, maxResultBytes, poolSize$/],
+    [
+      "enqueueMany, unknown option",
+      () => enqueueMany([{ task: "t" }], { db: t.db, priority: 1 } as never),
+      /^enqueueMany: unknown option "priority"; allowed: queue, db$/,
+    ],
+    [
+      "observeQueueDepth, unknown option",
+      async () => observeQueueDepth({ db: t.db, interval: 5 } as never),
+      /^observeQueueDepth: unknown option "interval"; allowed: db$/,
+    ],
+    [
+      "connect, unknown option",
+      async () => connect(t.url, { schemaName: "x" } as never),
+      /^connect: unknown option "schemaName"; allowed: schema, maxPayloadBytes, maxResultBytes, poolSize$/,
+    ],
   ];
 
   it.each(cases)("%s", async (_name, call, message) => {

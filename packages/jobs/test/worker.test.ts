@@ -40,7 +40,10 @@ describe.each(backends())("the worker ($name)", (backend) => {
     const db = new JobsDatabase(counting, t.db.settings);
     const month = 30 * 86_400;
     const ac = new AbortController();
-    const worker = createWorker({}, { db, queue: "idle-month", pollInterval: month, lease: 3 * month, sweepInterval: month, gracePeriod: month, signal: ac.signal });
+    const worker = createWorker(
+      {},
+      { db, queue: "idle-month", pollInterval: month, lease: 3 * month, sweepInterval: month, gracePeriod: month, signal: ac.signal },
+    );
     const idle = deferred();
     worker.on("worker:idle", () => idle.resolve());
     const running = worker.run();
@@ -68,9 +71,19 @@ describe.each(backends())("the worker ($name)", (backend) => {
   it("serves a list of queues", async () => {
     const ac = new AbortController();
     const seen = new Set<string>();
-    const worker = createWorker({ t: (_p, ctx: JobContext) => void seen.add(ctx.job.queue) }, { db: t.db, queue: ["qa", "qb"], pollInterval: 0.05, signal: ac.signal });
+    const worker = createWorker(
+      { t: (_p, ctx: JobContext) => void seen.add(ctx.job.queue) },
+      { db: t.db, queue: ["qa", "qb"], pollInterval: 0.05, signal: ac.signal },
+    );
     const running = worker.run();
-    await enqueueMany([{ task: "t", queue: "qa" }, { task: "t", queue: "qb" }, { task: "t", queue: "qc" }], { db: t.db });
+    await enqueueMany(
+      [
+        { task: "t", queue: "qa" },
+        { task: "t", queue: "qb" },
+        { task: "t", queue: "qc" },
+      ],
+      { db: t.db },
+    );
     await waitFor("both queues served", async () => seen.size === 2);
     ac.abort();
     await running;
@@ -81,7 +94,10 @@ describe.each(backends())("the worker ($name)", (backend) => {
     const ac = new AbortController();
     let now = 0;
     let peak = 0;
-    await enqueueMany(Array.from({ length: 12 }, () => ({ task: "slow" })), { db: t.db, queue: "conc" });
+    await enqueueMany(
+      Array.from({ length: 12 }, () => ({ task: "slow" })),
+      { db: t.db, queue: "conc" },
+    );
     const finished = deferred();
     let done = 0;
     const worker = createWorker(
@@ -104,7 +120,10 @@ describe.each(backends())("the worker ($name)", (backend) => {
 
   it("automatic prefetch does not hoard slow jobs: two workers share them (a fixed large prefetch would not)", async () => {
     const share = async (queue: string, prefetch: number | "auto") => {
-      await enqueueMany(Array.from({ length: 12 }, () => ({ task: "slow" })), { db: t.db, queue });
+      await enqueueMany(
+        Array.from({ length: 12 }, () => ({ task: "slow" })),
+        { db: t.db, queue },
+      );
       const ac = new AbortController();
       const ran = { a: 0, b: 0 };
       let done = 0;
@@ -121,7 +140,15 @@ describe.each(backends())("the worker ($name)", (backend) => {
           { db: t.db, queue, concurrency: 2, prefetch, pollInterval: 0.05, signal: ac.signal },
         ).run();
       const first = worker("a");
-      await waitFor("worker a to start", async () => done > 0 || ran.a > 0 || (await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'running'", [queue]).then((r) => Number(r[0]!.n) > 0)));
+      await waitFor(
+        "worker a to start",
+        async () =>
+          done > 0 ||
+          ran.a > 0 ||
+          (await t
+            .sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'running'", [queue])
+            .then((r) => Number(r[0]!.n) > 0)),
+      );
       const second = worker("b");
       await finished.promise;
       ac.abort();
@@ -136,7 +163,14 @@ describe.each(backends())("the worker ($name)", (backend) => {
 
   it("after a stall longer than the lease, buffered jobs are confirmed before they run: none runs under a stale claim", async () => {
     const queue = "stall";
-    const ids = await enqueueMany([{ task: "freeze", maxAttempts: 3 }, { task: "count", maxAttempts: 3 }, { task: "count", maxAttempts: 3 }], { db: t.db, queue });
+    const ids = await enqueueMany(
+      [
+        { task: "freeze", maxAttempts: 3 },
+        { task: "count", maxAttempts: 3 },
+        { task: "count", maxAttempts: 3 },
+      ],
+      { db: t.db, queue },
+    );
     const ac = new AbortController();
     const staleRuns: number[] = [];
     let frozen = false;
@@ -176,7 +210,10 @@ describe.each(backends())("the worker ($name)", (backend) => {
 
   it("graceful shutdown: claims nothing more, lets in-flight jobs finish, hands back the rest without using an attempt", async () => {
     const queue = "graceful";
-    const ids = await enqueueMany(Array.from({ length: 6 }, (_, i) => ({ task: "work", payload: { i }, maxAttempts: 3 })), { db: t.db, queue });
+    const ids = await enqueueMany(
+      Array.from({ length: 6 }, (_, i) => ({ task: "work", payload: { i }, maxAttempts: 3 })),
+      { db: t.db, queue },
+    );
     const ac = new AbortController();
     const started: number[] = [];
     const bothStarted = deferred();
@@ -214,7 +251,12 @@ describe.each(backends())("the worker ($name)", (backend) => {
     const ac = new AbortController();
     const started = deferred<JobContext>();
     const worker = createWorker(
-      { stuck: (_p, ctx: JobContext) => { started.resolve(ctx); return new Promise(() => undefined); } },
+      {
+        stuck: (_p, ctx: JobContext) => {
+          started.resolve(ctx);
+          return new Promise(() => undefined);
+        },
+      },
       { db: t.db, queue, gracePeriod: 0.2, signal: ac.signal },
     );
     const running = worker.run();
@@ -233,13 +275,22 @@ describe.each(backends())("the worker ($name)", (backend) => {
     const ac = new AbortController();
     await enqueueMany([{ task: "ok" }, { task: "bad", maxAttempts: 2 }], { db: t.db, queue });
     const worker = createWorker(
-      { ok: () => "fine", bad: () => { throw new Error("nope"); } },
+      {
+        ok: () => "fine",
+        bad: () => {
+          throw new Error("nope");
+        },
+      },
       {
         db: t.db,
         queue,
         signal: ac.signal,
         pollInterval: 0.05,
-        events: { "job:claimed": () => { throw new Error("listener bug"); } },
+        events: {
+          "job:claimed": () => {
+            throw new Error("listener bug");
+          },
+        },
       },
     );
     const record = <E extends keyof WorkerEvents>(name: E, describe: (e: WorkerEvents[E]) => string) => worker.on(name, (e) => log.push(describe(e)));

@@ -108,8 +108,7 @@ function addresses(list: SentMessageInfo["accepted"]): string[] {
 export function createMailHandler(options: MailHandlerOptions): MailHandler {
   const transporter = toTransporter(options.transport);
   // Checked now so a bad default stops the worker at start-up, not every job.
-  const defaults =
-    options.defaults === undefined ? {} : parseMailPayload(normaliseMessage(options.defaults), { requireRecipient: false });
+  const defaults = options.defaults === undefined ? {} : parseMailPayload(normaliseMessage(options.defaults), { requireRecipient: false });
   const sendOptions: SendOptions = {
     disableFileAccess: options.disableFileAccess ?? false,
     disableUrlAccess: options.disableUrlAccess ?? false,

@@ -104,9 +104,7 @@ function normaliseContent(value: unknown): unknown {
 
 function normaliseHeaders(value: unknown): unknown {
   if (Array.isArray(value) || !isRecord(value)) return value;
-  return Object.entries(value).flatMap(([key, v]) =>
-    (Array.isArray(v) ? (v as unknown[]) : [v]).map((item) => ({ key, value: item })),
-  );
+  return Object.entries(value).flatMap(([key, v]) => (Array.isArray(v) ? (v as unknown[]) : [v]).map((item) => ({ key, value: item })));
 }
 
 function normaliseAttachment(value: unknown, index: number): unknown {

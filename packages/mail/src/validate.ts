@@ -111,9 +111,7 @@ function attachment(index: number, value: unknown, maxBytes: number): MailAttach
   }
   if (out.content !== undefined) {
     const size =
-      typeof out.content === "string"
-        ? Buffer.byteLength(out.content, (out.encoding as BufferEncoding | undefined) ?? "utf8")
-        : base64ByteLength(out.content);
+      typeof out.content === "string" ? Buffer.byteLength(out.content, (out.encoding as BufferEncoding | undefined) ?? "utf8") : base64ByteLength(out.content);
     if (size > maxBytes) {
       const name = out.filename === undefined ? "" : ` ('${out.filename}')`;
       throw new MailPayloadError(

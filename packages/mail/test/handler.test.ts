@@ -5,14 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import nodemailer from "nodemailer";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  createMailHandler,
-  MailPayloadError,
-  MailSendError,
-  messageToPayload,
-  type MailMessage,
-  type MailPayload,
-} from "../src/index.js";
+import { createMailHandler, MailPayloadError, MailSendError, messageToPayload, type MailMessage, type MailPayload } from "../src/index.js";
 import {
   attachmentBytes,
   closedPort,
@@ -51,10 +44,7 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
 }
 
 function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
-  return Promise.race([
-    promise,
-    new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms)),
-  ]);
+  return Promise.race([promise, new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms))]);
 }
 
 async function sendError(promise: Promise<unknown>): Promise<MailSendError> {
@@ -139,9 +129,7 @@ describe("delivery to a real SMTP server", () => {
   });
 
   it("refuses invalid defaults when the handler is created", () => {
-    expect(() => createMailHandler({ transport: "smtp://127.0.0.1:25", defaults: { from: "nobody@" } })).toThrow(
-      "from: 'nobody@' is not an email address",
-    );
+    expect(() => createMailHandler({ transport: "smtp://127.0.0.1:25", defaults: { from: "nobody@" } })).toThrow("from: 'nobody@' is not an email address");
   });
 
   it("reads attachments given by reference (path, href) when it sends", async () => {
@@ -175,9 +163,7 @@ describe("delivery to a real SMTP server", () => {
     const handler = createMailHandler({ transport: server.url, disableFileAccess: true, disableUrlAccess: true });
 
     const byPath = await rejection(handler(stored(messageToPayload({ to: "a@example.com", attachments: [{ path: "/etc/passwd" }] }))));
-    const byHref = await rejection(
-      handler(stored(messageToPayload({ to: "a@example.com", attachments: [{ href: "http://169.254.169.254/" }] }))),
-    );
+    const byHref = await rejection(handler(stored(messageToPayload({ to: "a@example.com", attachments: [{ href: "http://169.254.169.254/" }] }))));
 
     expect(byPath).toMatchObject({ field: "attachments[0].path", retryable: false });
     expect(byHref).toMatchObject({ field: "attachments[0].href", retryable: false });

@@ -1,11 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  isMailPayload,
-  messageToPayload,
-  payloadToMessage,
-  type MailMessage,
-  type MailPayload,
-} from "../src/index.js";
+import { isMailPayload, messageToPayload, payloadToMessage, type MailMessage, type MailPayload } from "../src/index.js";
 
 const binary = Buffer.from([0, 1, 2, 127, 128, 254, 255]);
 
@@ -115,9 +109,7 @@ describe("round trip through JSON", () => {
 
   it("keeps empty and binary-looking content exact", () => {
     const empty = Buffer.alloc(0);
-    const back = payloadToMessage(
-      throughJson(messageToPayload({ to: "a@example.com", attachments: [{ filename: "empty", content: empty }] })),
-    );
+    const back = payloadToMessage(throughJson(messageToPayload({ to: "a@example.com", attachments: [{ filename: "empty", content: empty }] })));
     expect(back.attachments?.[0]?.content).toEqual(empty);
   });
 });

@@ -30,12 +30,7 @@ const cases: Array<[string, MailMessage, string, string]> = [
     "subject",
     "subject: contains a line break (CR or LF), which could inject a header",
   ],
-  [
-    "LF alone in the subject",
-    { to, subject: "Hi\nX-Evil: 1" },
-    "subject",
-    "subject: contains a line break (CR or LF), which could inject a header",
-  ],
+  ["LF alone in the subject", { to, subject: "Hi\nX-Evil: 1" }, "subject", "subject: contains a line break (CR or LF), which could inject a header"],
   [
     "CR/LF in a header value",
     { to, headers: { "X-Tag": "a\r\nBcc: evil@attacker.test" } },
@@ -98,9 +93,7 @@ describe("attachment size", () => {
     expect(DEFAULT_MAX_ATTACHMENT_BYTES).toBe(5 * 1024 * 1024);
     expect(() => messageToPayload({ to, attachments: [{ content: Buffer.alloc(DEFAULT_MAX_ATTACHMENT_BYTES) }] })).not.toThrow();
 
-    const error = failure(() =>
-      messageToPayload({ to, attachments: [{ filename: "scan.pdf", content: Buffer.alloc(DEFAULT_MAX_ATTACHMENT_BYTES + 1) }] }),
-    );
+    const error = failure(() => messageToPayload({ to, attachments: [{ filename: "scan.pdf", content: Buffer.alloc(DEFAULT_MAX_ATTACHMENT_BYTES + 1) }] }));
 
     expect(error.field).toBe("attachments[0]");
     expect(error.message).toBe(
@@ -129,9 +122,7 @@ describe("what a job cannot store", () => {
   it("refuses stream content and points to path or href", () => {
     const stream = { pipe: () => undefined } as unknown as string;
     const error = failure(() => messageToPayload({ to, attachments: [{ content: stream }] }));
-    expect(error.message).toBe(
-      "attachments[0].content: must be a string or a Buffer; a stream cannot be stored in a job (give a path or href instead)",
-    );
+    expect(error.message).toBe("attachments[0].content: must be a string or a Buffer; a stream cannot be stored in a job (give a path or href instead)");
   });
 
   it("refuses fields it would otherwise drop", () => {
@@ -150,8 +141,6 @@ describe("stored payloads are checked as strictly", () => {
     const { isMailPayload, payloadToMessage } = await import("../src/index.js");
     const future = { v: 2, to: [{ name: "", address: to }] };
     expect(isMailPayload(future)).toBe(false);
-    expect(failure(() => payloadToMessage(future as never)).message).toBe(
-      "v: unsupported payload version 2 (this @forge/mail reads version 1)",
-    );
+    expect(failure(() => payloadToMessage(future as never)).message).toBe("v: unsupported payload version 2 (this @forge/mail reads version 1)");
   });
 });

@@ -15,13 +15,7 @@ const fixturePackages = (name: string): string => path.join(fixtures, name, "pac
 
 /** Violations of a fixture as [file relative to its packages dir, line, column, form, specifier]. */
 function found(packagesDir: string): [string, number, number, Form, string][] {
-  return checkIsolation({ packagesDir }).map((v) => [
-    path.relative(packagesDir, v.file).split(path.sep).join("/"),
-    v.line,
-    v.column,
-    v.form,
-    v.specifier,
-  ]);
+  return checkIsolation({ packagesDir }).map((v) => [path.relative(packagesDir, v.file).split(path.sep).join("/"), v.line, v.column, v.form, v.specifier]);
 }
 
 const tmpDirs: string[] = [];
@@ -146,10 +140,16 @@ describe("the CLI", () => {
 
   it("prints file:line:col  form  specifier  message and returns 1 on a violation", () => {
     const lines: string[] = [];
-    const code = runCli([fixturePackages("static-import")], (text) => lines.push(text), () => {});
+    const code = runCli(
+      [fixturePackages("static-import")],
+      (text) => lines.push(text),
+      () => {},
+    );
     expect(code).toBe(1);
     const file = path.relative(process.cwd(), path.join(fixturePackages("static-import"), "a/src/index.ts"));
-    expect(lines).toEqual([`${file}:3:25  import  @forge/b  references another package (@forge/b); ${"packages must not depend on each other, share the structural protocol instead"}\n`]);
+    expect(lines).toEqual([
+      `${file}:3:25  import  @forge/b  references another package (@forge/b); ${"packages must not depend on each other, share the structural protocol instead"}\n`,
+    ]);
   });
 
   it("runs as a script and exits 0 with a summary when clean", () => {

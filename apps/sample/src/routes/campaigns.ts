@@ -27,7 +27,8 @@ export function parseCampaign(body: unknown, problems: Problems): CampaignReques
     return undefined;
   }
   const { subject, text, recipients } = body;
-  for (const key of Object.keys(body)) if (!["subject", "text", "recipients"].includes(key)) problems.add(key, "is not a known field (subject, text, recipients)");
+  for (const key of Object.keys(body))
+    if (!["subject", "text", "recipients"].includes(key)) problems.add(key, "is not a known field (subject, text, recipients)");
   if (typeof subject !== "string" || subject.trim() === "") problems.add("subject", "is required (a non-empty string)");
   else if (subject.length > 200) problems.add("subject", "is longer than 200 characters");
   else if (LINE_BREAK.test(subject)) problems.add("subject", "must be one line (no CR or LF)");

@@ -39,9 +39,6 @@ export function exportRoutes(app: FastifyInstance, db: AppDatabase, config: { da
     const target = path.join(exportsDir(config), org, file);
     const found = await stat(target).catch(() => null);
     if (!found?.isFile()) throw notFound("No such export here (yet): check the export job's status.");
-    return reply
-      .type("text/csv; charset=utf-8")
-      .header("Content-Disposition", `attachment; filename="${file}"`)
-      .send(createReadStream(target));
+    return reply.type("text/csv; charset=utf-8").header("Content-Disposition", `attachment; filename="${file}"`).send(createReadStream(target));
   });
 }

@@ -32,11 +32,11 @@ export function importRoutes(app: FastifyInstance, db: AppDatabase, config: { da
     const { org } = request.params;
     checkPath(request.params).check("The upload cannot be accepted as given.");
     if (!request.isMultipart()) {
-      throw invalid("Upload the CSV as multipart/form-data.", [{ field: "file", message: "send the CSV as multipart/form-data in a field named \"file\"" }]);
+      throw invalid("Upload the CSV as multipart/form-data.", [{ field: "file", message: 'send the CSV as multipart/form-data in a field named "file"' }]);
     }
     const part = await request.file({ limits: { fileSize: config.maxUploadBytes, files: 1 } });
     if (!part || part.fieldname !== "file") {
-      throw invalid("No CSV file in the upload.", [{ field: "file", message: "is required: a CSV file in a multipart field named \"file\"" }]);
+      throw invalid("No CSV file in the upload.", [{ field: "file", message: 'is required: a CSV file in a multipart field named "file"' }]);
     }
 
     const importId = randomUUID();

@@ -61,12 +61,18 @@ export async function init(p: Parsed, io: Io): Promise<void> {
   await mkdir(dir, { recursive: true });
   for (const migration of dialectMigrationSql(dialect, { schema: p.values.schema as string | undefined })) {
     const file = join(dir, `${String(migration.version).padStart(3, "0")}_forge_jobs_${migration.name}.${dialect}.sql`);
-    const exists = await access(file).then(() => true, () => false);
+    const exists = await access(file).then(
+      () => true,
+      () => false,
+    );
     if (exists) {
       io.out(`kept    ${file} (already there)\n`);
       continue;
     }
-    await writeFile(file, `-- @forge/jobs migration ${migration.version} (${migration.name}) for ${dialect}\n-- Review, then apply with your migration tool or with: forge-jobs migrate\n\n${migration.sql}`);
+    await writeFile(
+      file,
+      `-- @forge/jobs migration ${migration.version} (${migration.name}) for ${dialect}\n-- Review, then apply with your migration tool or with: forge-jobs migrate\n\n${migration.sql}`,
+    );
     io.out(`wrote   ${file}\n`);
   }
 }
@@ -75,7 +81,11 @@ export async function runMigrate(p: Parsed, io: Io): Promise<void> {
   const db = openDatabase(p);
   try {
     const result = await migrate({ db });
-    io.out(result.applied.length ? `applied migrations ${result.applied.join(", ")}; schema at version ${result.version}\n` : `schema already at version ${result.version}; nothing to do\n`);
+    io.out(
+      result.applied.length
+        ? `applied migrations ${result.applied.join(", ")}; schema at version ${result.version}\n`
+        : `schema already at version ${result.version}; nothing to do\n`,
+    );
   } finally {
     await db.close();
   }
@@ -92,7 +102,7 @@ export async function status(p: Parsed, io: Io): Promise<void> {
       io.out(p.values.json ? JSON.stringify(statuses, null, 2) + "\n" : renderStatus(statuses));
       return;
     }
-    const seconds = watch === true ? 2 : parseNumber(watch as string, "--watch") ?? 2;
+    const seconds = watch === true ? 2 : (parseNumber(watch as string, "--watch") ?? 2);
     const stop = new AbortController();
     const onSignal = () => stop.abort();
     process.once("SIGINT", onSignal);
@@ -100,7 +110,9 @@ export async function status(p: Parsed, io: Io): Promise<void> {
     try {
       while (!stop.signal.aborted) {
         const statuses = await read();
-        const body = p.values.json ? JSON.stringify({ at: new Date().toISOString(), queues: statuses }) + "\n" : `\x1b[2J\x1b[H${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}`;
+        const body = p.values.json
+          ? JSON.stringify({ at: new Date().toISOString(), queues: statuses }) + "\n"
+          : `\x1b[2J\x1b[H${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}`;
         io.out(body);
         await new Promise<void>((r) => {
           const timer = setTimeout(r, timerMs(seconds * 1000));
@@ -160,8 +172,14 @@ export async function runWorkerCommand(p: Parsed, io: Io): Promise<void> {
     ...(num("poll") !== undefined ? { pollInterval: num("poll") } : {}),
   };
   const worker = createWorker(handlers, options);
-  worker.on("worker:started", (e) => io.err(`worker ${e.workerId} serving ${e.queues.join(", ")} (concurrency ${e.concurrency}, tasks: ${Object.keys(handlers).join(", ")})\n`));
-  worker.on("job:failed", (e) => io.err(`job ${e.job.id} (${e.job.task}) failed on attempt ${e.job.attempt}/${e.job.maxAttempts}${e.willRetry ? `, retry in ${e.retryInSeconds}s` : ""}: ${e.error instanceof Error ? e.error.message : String(e.error)}\n`));
+  worker.on("worker:started", (e) =>
+    io.err(`worker ${e.workerId} serving ${e.queues.join(", ")} (concurrency ${e.concurrency}, tasks: ${Object.keys(handlers).join(", ")})\n`),
+  );
+  worker.on("job:failed", (e) =>
+    io.err(
+      `job ${e.job.id} (${e.job.task}) failed on attempt ${e.job.attempt}/${e.job.maxAttempts}${e.willRetry ? `, retry in ${e.retryInSeconds}s` : ""}: ${e.error instanceof Error ? e.error.message : String(e.error)}\n`,
+    ),
+  );
   worker.on("worker:error", (e) => io.err(`worker error while ${e.during}: ${e.error instanceof Error ? e.error.message : String(e.error)}\n`));
   worker.on("worker:stopped", () => io.err("worker stopped\n"));
   try {

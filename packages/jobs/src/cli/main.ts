@@ -16,7 +16,13 @@ const COMMANDS = {
   reclaim: { run: runReclaim, options: { lease: { type: "string" }, queue: { type: "string", multiple: true } } },
   worker: {
     run: runWorkerCommand,
-    options: { queue: { type: "string", multiple: true }, concurrency: { type: "string" }, lease: { type: "string" }, grace: { type: "string" }, poll: { type: "string" } },
+    options: {
+      queue: { type: "string", multiple: true },
+      concurrency: { type: "string" },
+      lease: { type: "string" },
+      grace: { type: "string" },
+      poll: { type: "string" },
+    },
   },
   doctor: { run: doctor, options: { handlers: { type: "string" } } },
   prune: { run: runPrune, options: { "older-than": { type: "string" } } },
@@ -36,7 +42,10 @@ export async function main(argv: string[], io: Io): Promise<number> {
   }
   try {
     // `--watch` may come without a value: give it one so parseArgs accepts both forms.
-    const args = name === "status" ? rest.flatMap((a, i) => (a === "--watch" && (rest[i + 1] === undefined || rest[i + 1]!.startsWith("-")) ? ["--watch", "2"] : [a])) : rest;
+    const args =
+      name === "status"
+        ? rest.flatMap((a, i) => (a === "--watch" && (rest[i + 1] === undefined || rest[i + 1]!.startsWith("-")) ? ["--watch", "2"] : [a]))
+        : rest;
     let parsed: Parsed;
     try {
       parsed = parseArgs({ args, options: { ...COMMON, ...command.options }, allowPositionals: name === "worker", strict: true }) as Parsed;

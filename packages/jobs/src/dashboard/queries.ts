@@ -23,17 +23,26 @@ export interface JobSummary {
 // Named columns, one status, newest first, a bounded LIMIT: the same text runs on
 // PostgreSQL, SQLite and MariaDB (the executor rewrites `$1` for the latter two).
 const SUMMARY = [
-  "id", "queue", "task", "status", "attempts", "max_attempts", "last_error", "payload", "progress", "run_at", "heartbeat_at", "locked_by", "finished_at",
+  "id",
+  "queue",
+  "task",
+  "status",
+  "attempts",
+  "max_attempts",
+  "last_error",
+  "payload",
+  "progress",
+  "run_at",
+  "heartbeat_at",
+  "locked_by",
+  "finished_at",
 ] as const satisfies readonly JobColumn[];
 export const MAX_LIST = 100;
 
 /** The newest `limit` jobs in `status` (ORDER BY id DESC), at most MAX_LIST. */
 export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20): Promise<JobSummary[]> {
   const n = Math.min(MAX_LIST, Math.max(1, Math.trunc(limit)));
-  const { rows } = await db.executor.query(
-    `SELECT ${columnList(db.sql, SUMMARY)} FROM ${db.table} WHERE status = $1 ORDER BY id DESC LIMIT ${n}`,
-    [status],
-  );
+  const { rows } = await db.executor.query(`SELECT ${columnList(db.sql, SUMMARY)} FROM ${db.table} WHERE status = $1 ORDER BY id DESC LIMIT ${n}`, [status]);
   return rows.map((raw) => {
     const row = decodeRow(db.sql, SUMMARY, raw);
     return {

@@ -35,11 +35,7 @@ export interface Executor {
    * SQL is written with PostgreSQL's `$1 … $n` placeholders; other dialects rewrite them.
    * `name` lets a backend keep the statement prepared across calls.
    */
-  query<R extends object = Record<string, unknown>>(
-    sql: string,
-    params?: readonly unknown[],
-    name?: string,
-  ): Promise<QueryResult<R>>;
+  query<R extends object = Record<string, unknown>>(sql: string, params?: readonly unknown[], name?: string): Promise<QueryResult<R>>;
   /** One short transaction on one connection. Inside a caller's transaction, runs in it. */
   transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** False for a single client lent by the caller: nothing may run on it concurrently. */

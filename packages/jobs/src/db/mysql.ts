@@ -42,7 +42,12 @@ export function isMysqlPool(db: unknown): boolean {
 }
 
 export function isMysqlConnection(db: unknown): boolean {
-  return typeof db === "object" && db !== null && typeof (db as { beginTransaction?: unknown }).beginTransaction === "function" && typeof (db as { execute?: unknown }).execute === "function";
+  return (
+    typeof db === "object" &&
+    db !== null &&
+    typeof (db as { beginTransaction?: unknown }).beginTransaction === "function" &&
+    typeof (db as { execute?: unknown }).execute === "function"
+  );
 }
 
 function isRetryable(error: unknown): boolean {
@@ -76,7 +81,11 @@ interface ConnectionConfig {
  */
 function mysqlIdentity(raw: object): string {
   return databaseIdentity(raw, () => {
-    const holder = raw as { pool?: { config?: { connectionConfig?: ConnectionConfig } }; connection?: { config?: ConnectionConfig }; config?: ConnectionConfig };
+    const holder = raw as {
+      pool?: { config?: { connectionConfig?: ConnectionConfig } };
+      connection?: { config?: ConnectionConfig };
+      config?: ConnectionConfig;
+    };
     const config = holder.pool?.config?.connectionConfig ?? holder.connection?.config ?? holder.config;
     return config?.database ? `mysql:${config.socketPath ?? `${config.host ?? "localhost"}:${config.port ?? 3306}`}/${config.database}` : undefined;
   });

@@ -31,7 +31,12 @@ const STATEMENT_CACHE_SIZE = 500;
 const MAX_CALLER_WAIT_STEP_MS = 50;
 
 export function isSqliteDatabase(db: unknown): db is SqliteDatabase {
-  return typeof db === "object" && db !== null && typeof (db as { prepare?: unknown }).prepare === "function" && typeof (db as { pragma?: unknown }).pragma === "function";
+  return (
+    typeof db === "object" &&
+    db !== null &&
+    typeof (db as { prepare?: unknown }).prepare === "function" &&
+    typeof (db as { pragma?: unknown }).pragma === "function"
+  );
 }
 
 /**

@@ -62,7 +62,8 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
     dialect: "mysql",
     object: "column neg_priority",
     is: "bigint GENERATED AS -priority",
-    reason: "the claim's order is priority DESC, id ASC: an ascending index on (-priority, id) walks it forwards and LIMIT stops the scan and its row locks early",
+    reason:
+      "the claim's order is priority DESC, id ASC: an ascending index on (-priority, id) walks it forwards and LIMIT stops the scan and its row locks early",
   },
   {
     dialect: "mysql",

@@ -39,7 +39,10 @@ describe("the default database", () => {
       expect(resolveDb(undefined, logger)).toBe(db);
       expect(resolveDb(undefined, logger)).toBe(db);
       expect(lines).toEqual([
-        [{ database: "sqlite::memory:", source: "DATABASE_URL" }, "@forge/jobs: no db given, using the default database sqlite::memory: (DATABASE_URL); pass { db } to choose one"],
+        [
+          { database: "sqlite::memory:", source: "DATABASE_URL" },
+          "@forge/jobs: no db given, using the default database sqlite::memory: (DATABASE_URL); pass { db } to choose one",
+        ],
       ]);
       expect(resolveDb(db, logger)).toBe(db); // a db given explicitly is never announced
       expect(lines).toHaveLength(1);

@@ -51,7 +51,10 @@ describe.skipIf(!sqlite)("SQLite: one file, several worker processes", () => {
       await Promise.all(workers.map((w) => w.ready));
       // Enqueue while the workers are already claiming: writers from five processes at once.
       for (let batch = 0; batch < 10; batch++) {
-        await enqueueMany(Array.from({ length: 200 }, (_, i) => ({ task: "work", payload: { n: batch * 200 + i } })), { db: t.db });
+        await enqueueMany(
+          Array.from({ length: 200 }, (_, i) => ({ task: "work", payload: { n: batch * 200 + i } })),
+          { db: t.db },
+        );
       }
       await waitFor(
         "all 2,000 jobs done",

@@ -56,7 +56,10 @@ describe.skipIf(!sqlite)("transactional enqueue inside the application's better-
     let jobs!: Promise<number[]>;
     expect(() =>
       app.transaction(() => {
-        jobs = enqueueMany(Array.from({ length: 500 }, (_, i) => ({ task: "ship", payload: { i } })), { db: app, queue: "many" });
+        jobs = enqueueMany(
+          Array.from({ length: 500 }, (_, i) => ({ task: "ship", payload: { i } })),
+          { db: app, queue: "many" },
+        );
         throw new Error("abort");
       })(),
     ).toThrow("abort");
@@ -64,7 +67,10 @@ describe.skipIf(!sqlite)("transactional enqueue inside the application's better-
     expect(await pendingCount({ db: t.db, queue: "many" })).toBe(0);
 
     app.transaction(() => {
-      jobs = enqueueMany(Array.from({ length: 500 }, (_, i) => ({ task: "ship", payload: { i } })), { db: app, queue: "many" });
+      jobs = enqueueMany(
+        Array.from({ length: 500 }, (_, i) => ({ task: "ship", payload: { i } })),
+        { db: app, queue: "many" },
+      );
     })();
     const ids = await jobs;
     expect(await pendingCount({ db: t.db, queue: "many" })).toBe(500);

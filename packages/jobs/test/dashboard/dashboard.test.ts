@@ -39,7 +39,9 @@ function chartOf(body: string, queue: string): { svg: string; bars: Bar[] } {
   const figure = new RegExp(`<figure data-queue="${queue}">([\\s\\S]*?)</figure>`).exec(body)?.[1];
   const svg = figure ? /<svg class="chart"[\s\S]*?<\/svg>/.exec(figure)?.[0] : undefined;
   if (!svg) throw new Error(`no chart for queue ${queue}`);
-  const bars = [...svg.matchAll(/<g class="bar" data-minute="(\d+)" data-ago="(\d+)" data-done="(\d+)" data-failed="(\d+)"><title>([^<]*)<\/title>([\s\S]*?)<\/g>/g)].map((m) => ({
+  const bars = [
+    ...svg.matchAll(/<g class="bar" data-minute="(\d+)" data-ago="(\d+)" data-done="(\d+)" data-failed="(\d+)"><title>([^<]*)<\/title>([\s\S]*?)<\/g>/g),
+  ].map((m) => ({
     minute: Number(m[1]),
     ago: Number(m[2]),
     done: Number(m[3]),
@@ -77,7 +79,18 @@ describe("dashboard helpers", () => {
 
   it("formats wait times in ms, s, min and h", () => {
     expect([0, 12.4, 999.4, 999.6, 1500, 30_040, 59_900, 60_000, 150_000, 599_000, 3_600_000, 7_200_000].map(formatDuration)).toEqual([
-      "0 ms", "12 ms", "999 ms", "1.0 s", "1.5 s", "30 s", "60 s", "1.0 min", "2.5 min", "10 min", "1.0 h", "2.0 h",
+      "0 ms",
+      "12 ms",
+      "999 ms",
+      "1.0 s",
+      "1.5 s",
+      "30 s",
+      "60 s",
+      "1.0 min",
+      "2.5 min",
+      "10 min",
+      "1.0 h",
+      "2.0 h",
     ]);
     expect([formatDuration(null), formatDuration(undefined), formatDuration(NaN), formatDuration(-5)]).toEqual(["—", "—", "—", "0 ms"]);
   });
@@ -164,7 +177,14 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     await enqueue("later", null, { db: t.db, queue: "counts-a", availableIn: 600 });
     await enqueue("ok", null, { db: t.db, queue: "counts-b" });
     await processOne({ ok: () => 1 }, { db: t.db, queue: "counts-a" });
-    await processOne({ boom: () => { throw new Error("nope"); } }, { db: t.db, queue: "counts-a" });
+    await processOne(
+      {
+        boom: () => {
+          throw new Error("nope");
+        },
+      },
+      { db: t.db, queue: "counts-a" },
+    );
     const page = await load();
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
@@ -224,7 +244,14 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     const payload = { note: SCRIPT, [IMG]: IMG };
     await enqueue(evilTask, payload, { db: t.db, queue: evilQueue });
     await enqueue(evilTask, payload, { db: t.db, queue: evilQueue });
-    await processOne({ [evilTask]: () => { throw new Error(`failed on ${SCRIPT} and ${IMG}`); } }, { db: t.db, queue: evilQueue });
+    await processOne(
+      {
+        [evilTask]: () => {
+          throw new Error(`failed on ${SCRIPT} and ${IMG}`);
+        },
+      },
+      { db: t.db, queue: evilQueue },
+    );
     const { body } = await load(`?token=${encodeURIComponent(IMG)}`);
     expect(body).not.toContain(SCRIPT);
     expect(body).not.toContain(IMG);
@@ -238,7 +265,14 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
 
   it("retries a failed job from a POST form with the CSRF token, and redirects back (303) keeping the query", async () => {
     const id = await enqueue("flaky", { n: 1 }, { db: t.db, queue: "retry-q" });
-    await processOne({ flaky: () => { throw new Error("smtp down"); } }, { db: t.db, queue: "retry-q" });
+    await processOne(
+      {
+        flaky: () => {
+          throw new Error("smtp down");
+        },
+      },
+      { db: t.db, queue: "retry-q" },
+    );
     const page = await load("?token=s3cret");
     const failures = section(page.body, "failures");
     expect(failures).toContain(`action="${BASE}/jobs/${id}/retry?token=s3cret"`);
@@ -267,7 +301,14 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
 
   it("a retry refused because another active job holds the dedup key comes back as a notice, not an error page (audit 12.11)", async () => {
     const id = await enqueue("sync", null, { db: t.db, queue: "held-q", dedupKey: "dash-held" });
-    await processOne({ sync: () => { throw Object.assign(new Error("down"), { retryable: false }); } }, { db: t.db, queue: "held-q" });
+    await processOne(
+      {
+        sync: () => {
+          throw Object.assign(new Error("down"), { retryable: false });
+        },
+      },
+      { db: t.db, queue: "held-q" },
+    );
     await enqueue("sync", null, { db: t.db, queue: "held-q", dedupKey: "dash-held" });
     const page = await load();
     const response = await post(`${BASE}/jobs/${id}/retry`, { csrf: page.csrf }, page.cookie);
@@ -375,18 +416,21 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
   it("works mounted Express-style: req.url stripped of the mount path, originalUrl kept, body already parsed", async () => {
     const dashboard = createDashboard({ db: t.db, basePath: BASE });
     // Fire and forget, as Node calls a request listener; a body that cannot be read ends the response.
-    const mounted = createServer((req, res) => void (async () => {
-      const full = req.url ?? "/";
-      if (!full.startsWith(BASE)) return void res.writeHead(404).end();
-      Object.assign(req, { originalUrl: full });
-      req.url = full.slice(BASE.length) || "/";
-      if (req.method === "POST") {
-        let text = "";
-        for await (const chunk of req) text += String(chunk);
-        Object.assign(req, { body: Object.fromEntries(new URLSearchParams(text)) });
-      }
-      dashboard(req, res, (error) => res.writeHead(error ? 500 : 404).end());
-    })().catch((error: Error) => res.destroy(error)));
+    const mounted = createServer(
+      (req, res) =>
+        void (async () => {
+          const full = req.url ?? "/";
+          if (!full.startsWith(BASE)) return void res.writeHead(404).end();
+          Object.assign(req, { originalUrl: full });
+          req.url = full.slice(BASE.length) || "/";
+          if (req.method === "POST") {
+            let text = "";
+            for await (const chunk of req) text += String(chunk);
+            Object.assign(req, { body: Object.fromEntries(new URLSearchParams(text)) });
+          }
+          dashboard(req, res, (error) => res.writeHead(error ? 500 : 404).end());
+        })().catch((error: Error) => res.destroy(error)),
+    );
     await new Promise<void>((resolve) => mounted.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(mounted.address() as AddressInfo).port}`;
     try {
@@ -412,7 +456,15 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
   it("lists at most 20 jobs per section, newest first", async () => {
     const ids: number[] = [];
     for (let i = 0; i < 25; i++) ids.push(await enqueue("crash", { i }, { db: t.db, queue: "many-q" }));
-    for (let i = 0; i < 25; i++) await processOne({ crash: () => { throw new Error("x"); } }, { db: t.db, queue: "many-q" });
+    for (let i = 0; i < 25; i++)
+      await processOne(
+        {
+          crash: () => {
+            throw new Error("x");
+          },
+        },
+        { db: t.db, queue: "many-q" },
+      );
     const failures = section((await load()).body, "failures");
     const shown = [...failures.matchAll(/<tr id="job-(\d+)"/g)].map((m) => Number(m[1]));
     expect(shown).toHaveLength(20);
@@ -428,7 +480,11 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     // Known waits: four jobs ready 30 s ago, two 150 s ago (started_at - run_at once claimed).
     await t.sql(`UPDATE {jobs} SET run_at = ${AGO[backend.name](30)} WHERE id IN ($1, $2, $3, $4)`, [ids[0], ids[1], ids[2], ids[3]]);
     await t.sql(`UPDATE {jobs} SET run_at = ${AGO[backend.name](150)} WHERE id IN ($1, $2)`, [ids[4], ids[5]]);
-    const chartTask = { chart: (payload: unknown) => { if ((payload as { fail: boolean }).fail) throw new Error("chart failure"); } };
+    const chartTask = {
+      chart: (payload: unknown) => {
+        if ((payload as { fail: boolean }).fail) throw new Error("chart failure");
+      },
+    };
     const before = minuteOf(await t.now());
     for (let i = 0; i < 6; i++) expect(await processOne(chartTask, { db: t.db, queue })).toBe(true);
     // Ten minutes ago, inside the window; two hours ago, outside it; cancelled: not charted.

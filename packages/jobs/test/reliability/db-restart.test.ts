@@ -45,7 +45,9 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
     server = await startPrivatePostgres(BIN!);
     db = connect(server.url, { schema: SCHEMA, poolSize: 5 });
     await migrate({ db });
-    await db.executor.query(`CREATE TABLE "${SCHEMA}".steps (job_id bigint NOT NULL, attempt integer NOT NULL, step integer NOT NULL, PRIMARY KEY (job_id, attempt, step))`);
+    await db.executor.query(
+      `CREATE TABLE "${SCHEMA}".steps (job_id bigint NOT NULL, attempt integer NOT NULL, step integer NOT NULL, PRIMARY KEY (job_id, attempt, step))`,
+    );
   }, 120_000);
   afterAll(async () => {
     await killAll(children);
@@ -157,9 +159,7 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       for (const w of workers) expect(w.running).toBe(true);
       expect(await done()).toBe(2 * BATCH + 2);
       expect(await scalar(`SELECT count(*) AS n FROM ${db.table} WHERE status <> 'done'`)).toBe(0);
-      const missing = await scalar(
-        `SELECT count(*) AS n FROM ${db.table} j WHERE NOT EXISTS (SELECT 1 FROM "${SCHEMA}".steps s WHERE s.job_id = j.id)`,
-      );
+      const missing = await scalar(`SELECT count(*) AS n FROM ${db.table} j WHERE NOT EXISTS (SELECT 1 FROM "${SCHEMA}".steps s WHERE s.job_id = j.id)`);
       expect(missing).toBe(0);
       expect((await Promise.all(workers.map((w) => w.stop()))).map((e) => e.code)).toEqual([0, 0]);
       console.info(`[reliability] postgres restart: ${2 * BATCH + 2} jobs, outage ${outageMs} ms, probe pickups ${pickups.join(" / ")} ms`);

@@ -53,8 +53,21 @@ const text = fc.oneof(
   { weight: 1, arbitrary: fc.string({ unit: "grapheme", minLength: 200, maxLength: 300 }) },
 );
 /** What a typo or a bad cast gives instead of a string. */
-const notText = fc.oneof(fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.constant(undefined), fc.array(fc.string(), { maxLength: 2 }), fc.object({ maxDepth: 1 }), fc.bigInt());
-const name = fc.oneof({ weight: 4, arbitrary: fc.constantFrom("send-mail", "export", "'; DROP TABLE jobs; --", "😀") }, { weight: 4, arbitrary: text }, { weight: 1, arbitrary: notText });
+const notText = fc.oneof(
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.constant(undefined),
+  fc.array(fc.string(), { maxLength: 2 }),
+  fc.object({ maxDepth: 1 }),
+  fc.bigInt(),
+);
+const name = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom("send-mail", "export", "'; DROP TABLE jobs; --", "😀") },
+  { weight: 4, arbitrary: text },
+  { weight: 1, arbitrary: notText },
+);
 
 /** Strings around the payload limit, by bytes (not UTF-16 units). Built once, on first use. */
 const big = (make: () => string) => fc.constant(null).map(() => make());
@@ -68,7 +81,27 @@ const bigStrings = fc.oneof(
 const numbers = fc.oneof(
   fc.integer(),
   fc.double(),
-  fc.constantFrom(0, -0, 1, -1, 0.5, NaN, Infinity, -Infinity, 2 ** 31 - 1, 2 ** 31, -(2 ** 31), -(2 ** 31) - 1, 1e6, 1e6 + 1, Number.MAX_SAFE_INTEGER, 1e300, 5e-324, 1000 * 365.25 * 86400, 1000 * 365.25 * 86400 + 1),
+  fc.constantFrom(
+    0,
+    -0,
+    1,
+    -1,
+    0.5,
+    NaN,
+    Infinity,
+    -Infinity,
+    2 ** 31 - 1,
+    2 ** 31,
+    -(2 ** 31),
+    -(2 ** 31) - 1,
+    1e6,
+    1e6 + 1,
+    Number.MAX_SAFE_INTEGER,
+    1e300,
+    5e-324,
+    1000 * 365.25 * 86400,
+    1000 * 365.25 * 86400 + 1,
+  ),
 );
 /** Any value at all, for an option that expects something specific. */
 const anyValue = fc.oneof(numbers, text, notText);
@@ -76,14 +109,47 @@ const anyValue = fc.oneof(numbers, text, notText);
 const payload = fc.oneof(
   { weight: 6, arbitrary: fc.jsonValue({ maxDepth: 4, stringUnit: "grapheme" }) },
   { weight: 4, arbitrary: fc.jsonValue({ maxDepth: 4, stringUnit: "binary" }) }, // control characters, NUL included
-  { weight: 3, arbitrary: fc.anything({ maxDepth: 3, withBigInt: true, withDate: true, withMap: true, withSet: true, withNullPrototype: true, withBoxedValues: true, withTypedArray: true, withSparseArray: true, withObjectString: true, stringUnit: "binary" }) },
+  {
+    weight: 3,
+    arbitrary: fc.anything({
+      maxDepth: 3,
+      withBigInt: true,
+      withDate: true,
+      withMap: true,
+      withSet: true,
+      withNullPrototype: true,
+      withBoxedValues: true,
+      withTypedArray: true,
+      withSparseArray: true,
+      withObjectString: true,
+      stringUnit: "binary",
+    }),
+  },
   { weight: 2, arbitrary: fc.dictionary(text, fc.oneof(text, numbers), { maxKeys: 4 }) },
-  { weight: 1, arbitrary: fc.constantFrom<unknown>(undefined, () => 1, Symbol("s"), new Date(0), new Date(NaN), new (class Point { x = 1 })(), new Map(), { toJSON: () => "\u0000" }, { toJSON: () => ({ ok: true }) }) },
-  { weight: 1, arbitrary: fc.constant(null).map(() => {
-    const cycle: Record<string, unknown> = { a: 1 };
-    cycle.self = cycle;
-    return cycle;
-  }) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<unknown>(
+      undefined,
+      () => 1,
+      Symbol("s"),
+      new Date(0),
+      new Date(NaN),
+      new (class Point {
+        x = 1;
+      })(),
+      new Map(),
+      { toJSON: () => "\u0000" },
+      { toJSON: () => ({ ok: true }) },
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constant(null).map(() => {
+      const cycle: Record<string, unknown> = { a: 1 };
+      cycle.self = cycle;
+      return cycle;
+    }),
+  },
   { weight: 1, arbitrary: bigStrings },
 );
 
@@ -99,7 +165,7 @@ const tenant = fc.oneof(
 );
 
 /** Mostly a plausible value, sometimes anything at all. */
-const mostly = <T,>(plausible: fc.Arbitrary<T>) => fc.oneof({ weight: 8, arbitrary: plausible }, { weight: 1, arbitrary: anyValue });
+const mostly = <T>(plausible: fc.Arbitrary<T>) => fc.oneof({ weight: 8, arbitrary: plausible }, { weight: 1, arbitrary: anyValue });
 const knownOptions = fc.record(
   {
     queue: fc.oneof({ weight: 3, arbitrary: fc.constantFrom("q1", "q2") }, { weight: 1, arbitrary: name }),
@@ -126,10 +192,13 @@ const options = fc.oneof(
 
 /** An enqueueMany item that may be anything (no keys: their model is the single-call property's). */
 const hostileItem = fc.oneof(
-  { weight: 8, arbitrary: fc.tuple(name, payload, knownOptions).map(([task, value, opts]) => {
-    const { idempotencyKey: _i, dedupKey: _d, ...rest } = opts as Record<string, unknown>;
-    return { task, payload: value, ...rest } as unknown;
-  }) },
+  {
+    weight: 8,
+    arbitrary: fc.tuple(name, payload, knownOptions).map(([task, value, opts]) => {
+      const { idempotencyKey: _i, dedupKey: _d, ...rest } = opts as Record<string, unknown>;
+      return { task, payload: value, ...rest } as unknown;
+    }),
+  },
   { weight: 1, arbitrary: fc.constantFrom<unknown>(null, "item", 7, [], { payload: 1 }) },
 );
 
@@ -137,7 +206,10 @@ const hostileItem = fc.oneof(
 const safeText = fc.string({ unit: "grapheme", minLength: 1, maxLength: 60 }).filter((s) => !s.includes("\u0000"));
 const validCall = fc.record({
   task: fc.oneof(safeText, fc.constantFrom("'; DROP TABLE jobs; --", "😀", "a".repeat(255))),
-  payload: fc.oneof(fc.jsonValue({ maxDepth: 4, stringUnit: "grapheme" }).filter((v) => !JSON.stringify(v).includes("\\u0000")), fc.constant(undefined)),
+  payload: fc.oneof(
+    fc.jsonValue({ maxDepth: 4, stringUnit: "grapheme" }).filter((v) => !JSON.stringify(v).includes("\\u0000")),
+    fc.constant(undefined),
+  ),
   options: fc.record(
     {
       queue: safeText,
@@ -202,7 +274,8 @@ describe.each(backends())("hostile enqueue input ($name)", (backend) => {
     try {
       id = await enqueue(task as string, payload as never, callOptions as never);
     } catch (error) {
-      if (!(error instanceof JobError)) throw new Error(`enqueue threw ${(error as Error)?.name ?? typeof error}, not a JobError: ${String((error as Error)?.message ?? error)}`);
+      if (!(error instanceof JobError))
+        throw new Error(`enqueue threw ${(error as Error)?.name ?? typeof error}, not a JobError: ${String((error as Error)?.message ?? error)}`);
       expect(error.message.length).toBeGreaterThan(10); // says what to fix
       expect(await jobRows(t)).toBe(before);
       const field = (error.field ?? "?").split(/[.[]/)[0]!;
@@ -217,7 +290,9 @@ describe.each(backends())("hostile enqueue input ($name)", (backend) => {
     const tn = optionalKey(o.tenant);
     // A key that already names a job: that job's id comes back, nothing is written, and never
     // another tenant's job (the idempotency key decides first; a held dedup key may answer too).
-    const holders = [ik !== null ? byIdempotencyKey.get(ik) : undefined, dk !== null ? byDedupKey.get(dk) : undefined].filter((h): h is Held => h !== undefined);
+    const holders = [ik !== null ? byIdempotencyKey.get(ik) : undefined, dk !== null ? byDedupKey.get(dk) : undefined].filter(
+      (h): h is Held => h !== undefined,
+    );
     if (after === before) {
       expect(holders.map((h) => ({ id: h.id, tenant: h.tenant }))).toContainEqual({ id, tenant: tn });
       return "existing";
@@ -262,7 +337,8 @@ describe.each(backends())("hostile enqueue input ($name)", (backend) => {
           try {
             ids = await enqueueMany(items as never, { db: t.db });
           } catch (error) {
-            if (!(error instanceof JobError)) throw new Error(`enqueueMany threw ${(error as Error)?.name}, not a JobError: ${String((error as Error)?.message ?? error)}`);
+            if (!(error instanceof JobError))
+              throw new Error(`enqueueMany threw ${(error as Error)?.name}, not a JobError: ${String((error as Error)?.message ?? error)}`);
             expect(await jobRows(t)).toBe(before); // all or nothing
             // The valid items cannot be the reason: the hostile one alone is refused as well.
             expect(hostile).toBeDefined();

@@ -43,7 +43,10 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
     const fleet = fleetOf(queue, 2, false);
     await fleet.started();
     const [frozen, other] = fleet.slots as [NonNullable<(typeof fleet.slots)[0]>, NonNullable<(typeof fleet.slots)[0]>];
-    const ids = await enqueueMany(Array.from({ length: 12 }, () => ({ task: "effect", payload: { ms: 500 }, maxAttempts: 5 })), { db: t.db, queue });
+    const ids = await enqueueMany(
+      Array.from({ length: 12 }, () => ({ task: "effect", payload: { ms: 500 }, maxAttempts: 5 })),
+      { db: t.db, queue },
+    );
     // Jobs it holds whose handler it has started (the rest wait prefetched in its buffer).
     const runningHere = async () =>
       (
@@ -68,7 +71,11 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
     frozen.kill("SIGCONT");
     // Thawed, its handlers return and its lease timer fires: its writes about every job it
     // was running are refused (the prefetched ones it drops from its buffer).
-    await frozen.waitForMessage("its writes about every started job refused", () => started.every((id) => frozen.messages.some((m) => m.type === "job:fenced" && m.job === id)), 15_000);
+    await frozen.waitForMessage(
+      "its writes about every started job refused",
+      () => started.every((id) => frozen.messages.some((m) => m.type === "job:fenced" && m.job === id)),
+      15_000,
+    );
     for (const id of held) {
       const job = await getJob(id, { db: t.db });
       expect(job).toMatchObject({ status: "done", attempts: 2, result: { attempt: 2, worker: other.label } });
@@ -87,7 +94,10 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
     const fleet = fleetOf(queue, 2, true, 1); // a supervisor restarts whatever dies; a short lease
     await fleet.started();
     const poison = await enqueue("poison", null, { db: t.db, queue, maxAttempts: 3, priority: 10 });
-    const others = await enqueueMany(Array.from({ length: 40 }, () => ({ task: "effect", payload: { ms: 30 }, maxAttempts: 10 })), { db: t.db, queue });
+    const others = await enqueueMany(
+      Array.from({ length: 40 }, () => ({ task: "effect", payload: { ms: 30 }, maxAttempts: 10 })),
+      { db: t.db, queue },
+    );
     await waitFor("the poison job to fail and the rest to be done", async () => (await finished(t, queue)) === others.length + 1, 60_000, 100);
     const job = await getJob(poison, { db: t.db });
     expect(job).toMatchObject({ status: "failed", attempts: 3 });

@@ -49,7 +49,17 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
     `${JOBS} jobs on ${WORKERS} worker processes, ${KILLS} of them SIGKILLed and restarted: every job ends, only a dead worker's jobs run twice`,
     async () => {
       fleet = new Fleet(
-        { url: t.url, schema: t.schema, queue: QUEUE, concurrency: 5, lease: LEASE, sweepInterval: SWEEP, pollInterval: 0.2, poolSize: 5, tables: { effects, first } },
+        {
+          url: t.url,
+          schema: t.schema,
+          queue: QUEUE,
+          concurrency: 5,
+          lease: LEASE,
+          sweepInterval: SWEEP,
+          pollInterval: 0.2,
+          poolSize: 5,
+          tables: { effects, first },
+        },
         WORKERS,
       );
       const slots = fleet.slots;
@@ -107,7 +117,11 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
       })();
 
       for (let k = 1; k <= KILLS; k++) {
-        await waitFor(`${Math.round((100 * k) / (KILLS + 1))}% of the jobs finished`, async () => (await finished(t, QUEUE)) >= (JOBS * k) / (KILLS + 1), timeoutMs(60, 300));
+        await waitFor(
+          `${Math.round((100 * k) / (KILLS + 1))}% of the jobs finished`,
+          async () => (await finished(t, QUEUE)) >= (JOBS * k) / (KILLS + 1),
+          timeoutMs(60, 300),
+        );
         // A victim that holds jobs right now (running or prefetched), chosen at random.
         const victim = await waitFor("a live worker holding jobs", async () => {
           const rows = await t.sql<{ locked_by: string }>(`SELECT DISTINCT locked_by FROM {jobs} WHERE status = 'running' AND queue = $1`, [QUEUE]);
@@ -137,7 +151,9 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
 
       // Every job ran at least once; every job is done unless its handler chose to fail.
       expect(await count(t, `SELECT count(*) AS n FROM ${first}`)).toBe(JOBS);
-      const failed = await t.sql<{ id: number | string; last_error: string }>(`SELECT id, last_error FROM {jobs} WHERE queue = $1 AND status = 'failed'`, [QUEUE]);
+      const failed = await t.sql<{ id: number | string; last_error: string }>(`SELECT id, last_error FROM {jobs} WHERE queue = $1 AND status = 'failed'`, [
+        QUEUE,
+      ]);
       expect(new Set(failed.map((r) => Number(r.id)))).toEqual(failing);
       for (const r of failed) expect(r.last_error).toContain(`handler chose to fail job ${r.id}`);
 

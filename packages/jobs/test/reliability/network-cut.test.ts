@@ -56,12 +56,22 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network c
     const cutOff = worker(viaProxy(t.url, proxy), "behind-the-cut");
     await cutOff.started();
     const [far] = cutOff.slots;
-    const ids = await enqueueMany(Array.from({ length: 30 }, () => ({ task: "effect", payload: { ms: 600 }, maxAttempts: 5 })), { db: t.db, queue });
-    await waitFor("the worker behind the proxy running jobs", async () => (await count(t, `SELECT count(*) AS n FROM ${tables.effects} WHERE worker = $1`, [far!.label])) > 0);
+    const ids = await enqueueMany(
+      Array.from({ length: 30 }, () => ({ task: "effect", payload: { ms: 600 }, maxAttempts: 5 })),
+      { db: t.db, queue },
+    );
+    await waitFor(
+      "the worker behind the proxy running jobs",
+      async () => (await count(t, `SELECT count(*) AS n FROM ${tables.effects} WHERE worker = $1`, [far!.label])) > 0,
+    );
 
     proxy.cut();
-    const held = (await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [far!.label])).map((r) => Number(r.id));
-    const started = (await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${tables.effects} WHERE worker = $1`, [far!.label])).map((r) => Number(r.job_id));
+    const held = (await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE status = 'running' AND locked_by = $1`, [far!.label])).map((r) =>
+      Number(r.id),
+    );
+    const started = (await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${tables.effects} WHERE worker = $1`, [far!.label])).map((r) =>
+      Number(r.job_id),
+    );
     const healthy = worker(t.url, "healthy");
 
     // An enqueue through the cut, on a new connection: a clear error within the connect timeout, not a hang.
@@ -86,7 +96,8 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network c
       expect(job).toMatchObject({ status: "done", result: { worker: healthy.slots[0]!.label } });
       // A job it had started gets the lost-worker verdict; one it held unstarted in its buffer
       // comes back with none and no attempt used (a start write in flight at the cut may land).
-      if (started.includes(id) || job!.lastError !== null) expect(job!.lastError).toMatch(new RegExp(`^${WORKER_LOST_PREFIX}: attempt \\d of 5 held by behind-the-cut`));
+      if (started.includes(id) || job!.lastError !== null)
+        expect(job!.lastError).toMatch(new RegExp(`^${WORKER_LOST_PREFIX}: attempt \\d of 5 held by behind-the-cut`));
       else expect(job).toMatchObject({ attempts: 1 });
     }
     expect(await count(t, "SELECT count(*) AS n FROM {jobs} WHERE idempotency_key = 'through-the-cut'")).toBe(0);
@@ -94,9 +105,16 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network c
     // The network comes back (the old connections are gone): the cut-off worker's late writes
     // about the jobs it was running are refused, and it reconnects by itself.
     proxy.heal("reset");
-    await far!.waitForMessage("its late writes refused", () => started.every((id) => far!.messages.some((m) => m.type === "job:fenced" && m.job === id)), 20_000);
+    await far!.waitForMessage(
+      "its late writes refused",
+      () => started.every((id) => far!.messages.some((m) => m.type === "job:fenced" && m.job === id)),
+      20_000,
+    );
     expect((await healthy.stop()).map((e) => e.code)).toEqual([0]);
-    const after = await enqueueMany(Array.from({ length: 5 }, () => ({ task: "effect", payload: { ms: 10 } })), { db: t.db, queue });
+    const after = await enqueueMany(
+      Array.from({ length: 5 }, () => ({ task: "effect", payload: { ms: 10 } })),
+      { db: t.db, queue },
+    );
     await waitFor("the reconnected worker doing new jobs", async () => (await finished(t, queue)) === ids.length + after.length, 30_000, 100);
     for (const id of after) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", result: { worker: far!.label } });
     far!.assertRunning();

@@ -24,9 +24,13 @@ describe.each(backends())("SIGTERM on a worker process ($name)", (backend) => {
 
   function cliWorker(queue: string, grace: number): Child {
     const args = [CLI, "worker", fixture("sigterm-handlers.ts"), "--database-url", t.url, ...(t.schema ? ["--schema", t.schema] : [])];
-    const child = new Child(`forge-jobs worker (${queue})`, [...args, "--queue", queue, "--concurrency", "2", "--lease", String(LEASE), "--grace", String(grace), "--poll", "0.1"], {
-      DATABASE_URL: "",
-    });
+    const child = new Child(
+      `forge-jobs worker (${queue})`,
+      [...args, "--queue", queue, "--concurrency", "2", "--lease", String(LEASE), "--grace", String(grace), "--poll", "0.1"],
+      {
+        DATABASE_URL: "",
+      },
+    );
     children.push(child);
     return child;
   }

@@ -103,7 +103,17 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
       const workers: Worker[] = Array.from({ length: WORKERS }, (_, i) => {
         const worker = createWorker(
           { contested },
-          { db: t.db, queue: QUEUE, concurrency: CONCURRENCY, prefetch: 1, lease: 30, sweepInterval: 0, pollInterval: 0.02, signal: stop.signal, workerId: `taker${i}` },
+          {
+            db: t.db,
+            queue: QUEUE,
+            concurrency: CONCURRENCY,
+            prefetch: 1,
+            lease: 30,
+            sweepInterval: 0,
+            pollInterval: 0.02,
+            signal: stop.signal,
+            workerId: `taker${i}`,
+          },
         );
         worker.on("job:fenced", (e) => fenced[e.write]++);
         worker.on("job:succeeded", (e) => succeeded.push([e.job.id, e.job.attempt]));
@@ -112,7 +122,11 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
       });
       const running = workers.map((w) => w.run());
 
-      const more = (n: number) => enqueueMany(Array.from({ length: n }, () => ({ task: "contested", payload: { steps: STEPS }, maxAttempts: 100_000 })), { db: t.db, queue: QUEUE });
+      const more = (n: number) =>
+        enqueueMany(
+          Array.from({ length: n }, () => ({ task: "contested", payload: { steps: STEPS }, maxAttempts: 100_000 })),
+          { db: t.db, queue: QUEUE },
+        );
       let total = WORKERS * (CONCURRENCY + 1) * 2;
       await more(total);
 
@@ -134,7 +148,12 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
           total += WORKERS * CONCURRENCY;
         }
       }
-      await waitFor("every job done once the takeovers stop", async () => (await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'`, [QUEUE])) === total, 60_000, 50);
+      await waitFor(
+        "every job done once the takeovers stop",
+        async () => (await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'`, [QUEUE])) === total,
+        60_000,
+        50,
+      );
       stop.abort();
       await Promise.all(running);
       await expectSettled(t.db, QUEUE, total);
@@ -160,7 +179,10 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
           `SELECT count(*) AS n FROM {jobs} j JOIN ${ledger} r ON r.job_id = j.id AND r.attempt = j.attempts AND r.kind = 'reclaim' WHERE j.queue = '${QUEUE}'`,
         ),
         // A handler's own failure landed (every failure in this test came from a run that had lost its job).
-        violations("stale failure", `SELECT count(*) AS n FROM {jobs} WHERE queue = '${QUEUE}' AND last_error IS NOT NULL AND last_error NOT LIKE '${WORKER_LOST_PREFIX}%'`),
+        violations(
+          "stale failure",
+          `SELECT count(*) AS n FROM {jobs} WHERE queue = '${QUEUE}' AND last_error IS NOT NULL AND last_error NOT LIKE '${WORKER_LOST_PREFIX}%'`,
+        ),
       ]);
       expect(checks).toEqual(checks.map(({ what }) => ({ what, n: 0 })));
 
@@ -170,7 +192,9 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
         [QUEUE],
       );
       const lastWork = new Map<number, { attempt: number; step: number }>();
-      const work = await t.sql<{ job_id: number | string; attempt: number | string; step: number | string }>(`SELECT job_id, attempt, step FROM ${ledger} WHERE kind = 'work' ORDER BY seq`);
+      const work = await t.sql<{ job_id: number | string; attempt: number | string; step: number | string }>(
+        `SELECT job_id, attempt, step FROM ${ledger} WHERE kind = 'work' ORDER BY seq`,
+      );
       for (const w of work) lastWork.set(Number(w.job_id), { attempt: Number(w.attempt), step: Number(w.step) });
       for (const job of jobs) {
         const parse = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v) as Record<string, number>;
@@ -199,7 +223,9 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
       expect(errors).toEqual([]);
       console.info(
         `[reliability] ${backend.name}: ${takeovers} takeovers of started runs (${reclaimed} reclaims) over ${total} jobs; ` +
-          `refused: ${Object.entries(fenced).map(([k, v]) => `${k} ${v}`).join(", ")}`,
+          `refused: ${Object.entries(fenced)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(", ")}`,
       );
     },
     timeoutMs(120, 600),

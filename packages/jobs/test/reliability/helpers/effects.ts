@@ -9,7 +9,9 @@ import { keyText } from "./dialect.js";
 export async function effectTables(t: TestDatabase): Promise<{ effects: string; first: string }> {
   const effects = t.tableName("effects");
   const first = t.tableName("first_effect");
-  await t.sql(`CREATE TABLE ${effects} (job_id bigint NOT NULL, attempt integer NOT NULL, worker ${keyText(t.db.dialect)} NOT NULL, PRIMARY KEY (job_id, attempt))`);
+  await t.sql(
+    `CREATE TABLE ${effects} (job_id bigint NOT NULL, attempt integer NOT NULL, worker ${keyText(t.db.dialect)} NOT NULL, PRIMARY KEY (job_id, attempt))`,
+  );
   await t.sql(`CREATE TABLE ${first} (job_id bigint NOT NULL PRIMARY KEY, attempt integer NOT NULL)`);
   return { effects, first };
 }

@@ -43,7 +43,8 @@ export async function startProxy(target: { host: string; port: number }): Promis
       pair.upstream?.destroy();
       pairs.delete(pair);
     });
-    if (cut) client.pause(); // accepted, then silence
+    if (cut)
+      client.pause(); // accepted, then silence
     else link(pair);
   });
   const port = await listenOnLoopback(server);
