@@ -6,7 +6,7 @@ import { errorMessage } from "./errors.js";
 import { failJob } from "./fail.js";
 import { quotedBytes, statementBudget } from "./packet.js";
 import { refusedForItsValues } from "./refusals.js";
-import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
+import { forDialect, groupsBySize, runSql, type PerDialect, type Script } from "./sql.js";
 
 /** One finished run, reported with the token it was claimed under. */
 export interface Completion {
@@ -120,21 +120,7 @@ async function completeApart(db: JobsDatabase, completions: Completion[], error:
 
 /** Consecutive groups whose results fit `budget` bytes each, as `measure` counts them; one oversized result goes alone. */
 function bySize(completions: Completion[], budget: number, measure: (result: string) => number): Completion[][] {
-  const groups: Completion[][] = [];
-  let group: Completion[] = [];
-  let bytes = 0;
-  for (const c of completions) {
-    const size = ROW_OVERHEAD + (c.result === null ? 0 : measure(c.result));
-    if (group.length > 0 && bytes + size > budget) {
-      groups.push(group);
-      group = [];
-      bytes = 0;
-    }
-    group.push(c);
-    bytes += size;
-  }
-  groups.push(group);
-  return groups;
+  return groupsBySize(completions, { maxBytes: budget }, (c) => ROW_OVERHEAD + (c.result === null ? 0 : measure(c.result)));
 }
 
 async function completeGroup(db: JobsDatabase, executor: Executor, completions: Completion[]): Promise<Set<string>> {

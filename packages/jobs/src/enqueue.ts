@@ -18,7 +18,7 @@ import {
 import { checkPayloadsFit } from "./packet.js";
 import { isSerializationFailure } from "./sql-errors.js";
 import { countEnqueued, withEnqueueSpan, type StoredTraceContext } from "./telemetry.js";
-import { forDialect, runSql, type PerDialect } from "./sql.js";
+import { forDialect, groupsBySize, runSql, type PerDialect } from "./sql.js";
 import type { PayloadOf } from "./types.js";
 import { checkName } from "./validate.js";
 
@@ -127,21 +127,9 @@ function insertAllOrNothing(db: JobsDatabase, chunks: NewJob[][]): Promise<numbe
 }
 
 function chunked(jobs: NewJob[], limit: { rows: number; bytes: number }): NewJob[][] {
-  const chunks: NewJob[][] = [];
-  let current: NewJob[] = [];
-  let bytes = 0;
-  for (const job of jobs) {
-    const size = limit.bytes === Infinity ? 0 : Buffer.byteLength(job.payload ?? "") + 1024;
-    if (current.length > 0 && (current.length >= limit.rows || bytes + size > limit.bytes)) {
-      chunks.push(current);
-      current = [];
-      bytes = 0;
-    }
-    current.push(job);
-    bytes += size;
-  }
-  chunks.push(current);
-  return chunks;
+  return groupsBySize(jobs, { maxRows: limit.rows, maxBytes: limit.bytes }, (job) =>
+    limit.bytes === Infinity ? 0 : Buffer.byteLength(job.payload ?? "") + 1024,
+  );
 }
 
 /** How an error names a job's option: `dedupKey` for enqueue, `items[3].dedupKey` for enqueueMany. */

@@ -26,12 +26,12 @@ export function delay(ms: number): Promise<void> {
 }
 
 /**
- * Runs `attempt` until it succeeds. After each failure: `onError`, then `giveUp(failures)` may
- * end it (rethrowing the error), else it waits `backoff` and tries again.
+ * Runs `attempt` until it succeeds. After each failure: `onError`, then `giveUp(failures,
+ * error)` may end it (rethrowing the error), else it waits `backoff` and tries again.
  */
 export async function retrying<T>(
   attempt: () => Promise<T>,
-  options: { backoff: Backoff; onError?: (error: unknown) => void; giveUp?: (failures: number) => boolean },
+  options: { backoff: Backoff; onError?: (error: unknown) => void; giveUp?: (failures: number, error: unknown) => boolean },
 ): Promise<T> {
   for (let failures = 0; ;) {
     try {
@@ -39,7 +39,7 @@ export async function retrying<T>(
     } catch (error) {
       options.onError?.(error);
       failures++;
-      if (options.giveUp?.(failures)) throw error;
+      if (options.giveUp?.(failures, error)) throw error;
       await delay(backoffMs(options.backoff, failures - 1));
     }
   }

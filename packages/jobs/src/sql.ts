@@ -55,3 +55,26 @@ export async function runOverClaims<C extends { id: number }>(
   const { rows } = await runSql(executor, sql, params(claims), name);
   return new Set(rows.map((r) => String(r.claim_token)));
 }
+
+/**
+ * Consecutive groups of `items`, each at most `maxRows` long and `maxBytes` large as `size`
+ * counts an item; an item larger than `maxBytes` goes alone. For statements a server limits by
+ * size (MariaDB's max_allowed_packet) or that would be too large to build at once.
+ */
+export function groupsBySize<T>(items: readonly T[], limit: { maxRows?: number; maxBytes: number }, size: (item: T) => number): T[][] {
+  const groups: T[][] = [];
+  let group: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const itemBytes = size(item);
+    if (group.length > 0 && (group.length >= (limit.maxRows ?? Infinity) || bytes + itemBytes > limit.maxBytes)) {
+      groups.push(group);
+      group = [];
+      bytes = 0;
+    }
+    group.push(item);
+    bytes += itemBytes;
+  }
+  groups.push(group);
+  return groups;
+}

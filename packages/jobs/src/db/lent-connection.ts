@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import { Turns } from "./turns.js";
 
 /**
  * A single connection the application lends the queue (a pg client, a mysql2 connection), as
@@ -22,24 +23,6 @@ export const SAVEPOINT_NAME = "forge_jobs_step";
  * timer) wait for it to end instead of landing inside it; statements from inside it (the
  * transaction's own work, a checkpoint's `work(tx)`) run at once.
  */
-class Turns {
-  private tail: Promise<void> = Promise.resolve();
-  held = false;
-
-  acquire(): Promise<() => void> {
-    const previous = this.tail;
-    let release!: () => void;
-    this.tail = new Promise<void>((resolve) => (release = resolve));
-    return previous.then(() => {
-      this.held = true;
-      return () => {
-        this.held = false;
-        release();
-      };
-    });
-  }
-}
-
 const turns = new WeakMap<object, Turns>();
 /** The connections whose transaction the current async flow is inside of. */
 const inside = new AsyncLocalStorage<ReadonlySet<object>>();

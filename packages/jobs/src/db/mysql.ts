@@ -1,3 +1,4 @@
+import { retrying, type Backoff } from "../retry.js";
 import { loadDriver } from "./driver.js";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
@@ -54,8 +55,9 @@ function isRetryable(error: unknown): boolean {
   return RETRYABLE_ERRNOS.has((error as { errno?: number } | null)?.errno ?? 0);
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const backoff = (attempt: number) => sleep(Math.min(500, 10 * 2 ** attempt) * (0.5 + Math.random()));
+/** Deadlock victims retry soon, with jitter so the two sides do not collide again. */
+const DEADLOCK_BACKOFF: Backoff = { firstMs: 20, maxMs: 500, jitter: true };
+const retryDeadlocks = { backoff: DEADLOCK_BACKOFF, giveUp: (failures: number, error: unknown) => !isRetryable(error) || failures >= MAX_ATTEMPTS };
 
 /**
  * `$n` → `?`, sent through mysql2's text protocol: an array parameter becomes a list
@@ -143,27 +145,13 @@ export class MysqlPoolExecutor implements Executor {
     private readonly owned: boolean,
   ) {}
 
-  async query<R extends object>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+  query<R extends object>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
     // A single statement in autocommit: rolled back whole on a deadlock, so running it again is safe.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await run<R>(this.raw, sql, params);
-      } catch (error) {
-        if (!isRetryable(error) || attempt >= MAX_ATTEMPTS) throw error;
-        await backoff(attempt);
-      }
-    }
+    return retrying(() => run<R>(this.raw, sql, params), retryDeadlocks);
   }
 
-  async transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.once(fn, options);
-      } catch (error) {
-        if (!isRetryable(error) || attempt >= MAX_ATTEMPTS) throw error;
-        await backoff(attempt);
-      }
-    }
+  transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
+    return retrying(() => this.once(fn, options), retryDeadlocks);
   }
 
   private async once<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {

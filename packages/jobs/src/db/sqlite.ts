@@ -1,4 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import { backoffMs, delay, retrying, type Backoff } from "../retry.js";
+import { Turns } from "./turns.js";
 import { resolve } from "node:path";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
@@ -46,13 +48,12 @@ export function isSqliteDatabase(db: unknown): db is SqliteDatabase {
  * (the transaction's work, a checkpoint's `work(tx)`) run in it. The context is tracked with
  * AsyncLocalStorage, so a handler enqueueing through `tx` inside a checkpoint does not deadlock.
  */
-class Connection {
+class Connection extends Turns {
   private readonly statements = new Map<string, SqliteStatement>();
-  private tail: Promise<void> = Promise.resolve();
-  /** True while one of our transactions holds the connection. */
-  held = false;
 
-  constructor(readonly db: SqliteDatabase) {}
+  constructor(readonly db: SqliteDatabase) {
+    super();
+  }
 
   prepare(sql: string): SqliteStatement {
     let statement = this.statements.get(sql);
@@ -65,20 +66,6 @@ class Connection {
     }
     this.statements.set(sql, statement);
     return statement;
-  }
-
-  /** Takes the connection once every earlier holder has let go (a promise-chain mutex). */
-  acquire(): Promise<() => void> {
-    const previous = this.tail;
-    let release!: () => void;
-    this.tail = new Promise<void>((resolve) => (release = resolve));
-    return previous.then(() => {
-      this.held = true;
-      return () => {
-        this.held = false;
-        release();
-      };
-    });
   }
 
   /** The statements of the transaction holding this connection may run now. */
@@ -109,8 +96,6 @@ export function isBusy(error: unknown): boolean {
   return typeof code === "string" && (code === "SQLITE_BUSY" || code.startsWith("SQLITE_BUSY_"));
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
 /**
  * Runs `attempt` now (synchronously: inside a caller's synchronous `db.transaction(...)` the
  * statement must land before it commits). On SQLITE_BUSY — SQLite already waited
@@ -126,16 +111,13 @@ function withBusyRetry<T>(attempt: () => T, retry: boolean): Promise<T> {
   }
 }
 
+/** SQLite waited busy_timeout already; past that, short jittered steps until the writer lets go. */
+const BUSY_BACKOFF: Backoff = { firstMs: 5, maxMs: 200, jitter: true };
+
 async function retryBusy<T>(attempt: () => T): Promise<T> {
   const deadline = Date.now() + BUSY_RETRY_FOR_MS;
-  for (let failures = 0; ; failures++) {
-    await sleep(Math.min(200, 5 * 2 ** failures) * (0.5 + Math.random()));
-    try {
-      return attempt();
-    } catch (error) {
-      if (!isBusy(error) || Date.now() > deadline) throw error;
-    }
-  }
+  await delay(backoffMs(BUSY_BACKOFF, 0));
+  return retrying(async () => attempt(), { backoff: BUSY_BACKOFF, giveUp: (_failures, error) => !isBusy(error) || Date.now() > deadline });
 }
 
 /** better-sqlite3 binds numbers, strings, bigints, buffers and null; arrays travel as JSON (read them with json_each). */
@@ -200,7 +182,7 @@ export class SqliteExecutor implements Executor {
       } finally {
         release();
       }
-      await sleep(pause);
+      await delay(pause);
     }
   }
 
@@ -231,7 +213,7 @@ export class SqliteExecutor implements Executor {
     // event for it: poll). Checked right before BEGIN, with nothing asynchronous in between.
     for (let pause = 1; !this.joinsCallerTransaction && db.inTransaction; pause = Math.min(2 * pause, MAX_CALLER_WAIT_STEP_MS)) {
       release();
-      await sleep(pause);
+      await delay(pause);
       release = await connection.acquire();
     }
     try {
