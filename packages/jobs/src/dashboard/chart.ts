@@ -34,14 +34,12 @@ function minuteLabel(minute: number): string {
 }
 
 function swatch(fill: string): Html {
-  return html`<svg width="10" height="10" aria-hidden="true"><rect width="10" height="10" fill="${fill}" /></svg>`;
+  return html`<svg width="10" height="10" aria-hidden="true"><rect width="10" height="10" fill="${fill}"/></svg>`;
 }
 
 /** The key shared by every chart on the page. */
 export function chartLegend(): Html {
-  return html`<p class="legend">
-    ${swatch(DONE_FILL)} done ${swatch(FAILED_FILL)} failed <span class="zero">· jobs that ended per minute, by the database clock</span>
-  </p>`;
+  return html`<p class="legend">${swatch(DONE_FILL)} done ${swatch(FAILED_FILL)} failed <span class="zero">· jobs that ended per minute, by the database clock</span></p>`;
 }
 
 /**
@@ -66,23 +64,16 @@ export function throughputChart(queue: string, series: Throughput | undefined, n
     const dh = height(d);
     const fh = height(f);
     return [
-      html`<g class="bar" data-minute="${minute}" data-ago="${ago}" data-done="${d}" data-failed="${f}"
-        ><title>${minuteLabel(minute)}: ${d} done, ${f} failed</title>${
-          d ? html`<rect class="done" x="${x}" y="${BOTTOM - dh}" width="${BAR}" height="${dh}" fill="${DONE_FILL}" />` : ""
-        }${f ? html`<rect class="failed" x="${x}" y="${BOTTOM - dh - fh}" width="${BAR}" height="${fh}" fill="${FAILED_FILL}" />` : ""}</g
-      >`,
+      html`<g class="bar" data-minute="${minute}" data-ago="${ago}" data-done="${d}" data-failed="${f}"><title>${minuteLabel(minute)}: ${d} done, ${f} failed</title>${
+        d ? html`<rect class="done" x="${x}" y="${BOTTOM - dh}" width="${BAR}" height="${dh}" fill="${DONE_FILL}"/>` : ""
+      }${f ? html`<rect class="failed" x="${x}" y="${BOTTOM - dh - fh}" width="${BAR}" height="${fh}" fill="${FAILED_FILL}"/>` : ""}</g>`,
     ];
   });
-  return html`<svg class="chart" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img">
-    <title>${queue}: ${sum(done)} done, ${sum(failed)} failed in the last ${CHART_MINUTES} minutes</title>
-    <line x1="${LEFT}" y1="${TOP}" x2="${WIDTH - 8}" y2="${TOP}" stroke="#e6e8ec" />
-    <line x1="${LEFT}" y1="${BOTTOM}" x2="${WIDTH - 8}" y2="${BOTTOM}" stroke="#8a93a3" />
-    <text x="${LEFT - 4}" y="${TOP + 4}" text-anchor="end" data-axis="max">${max}/min</text>
-    <text x="${LEFT - 4}" y="${BOTTOM}" text-anchor="end">0</text>
-    <text x="${LEFT}" y="${HEIGHT - 3}">${CHART_MINUTES} min ago</text>
-    <text x="${WIDTH - 8}" y="${HEIGHT - 3}" text-anchor="end">now</text>
-    ${bars}
-  </svg>`;
+  return html`<svg class="chart" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img"><title>${queue}: ${sum(done)} done, ${sum(failed)} failed in the last ${CHART_MINUTES} minutes</title>
+<line x1="${LEFT}" y1="${TOP}" x2="${WIDTH - 8}" y2="${TOP}" stroke="#e6e8ec"/><line x1="${LEFT}" y1="${BOTTOM}" x2="${WIDTH - 8}" y2="${BOTTOM}" stroke="#8a93a3"/>
+<text x="${LEFT - 4}" y="${TOP + 4}" text-anchor="end" data-axis="max">${max}/min</text><text x="${LEFT - 4}" y="${BOTTOM}" text-anchor="end">0</text>
+<text x="${LEFT}" y="${HEIGHT - 3}">${CHART_MINUTES} min ago</text><text x="${WIDTH - 8}" y="${HEIGHT - 3}" text-anchor="end">now</text>
+${bars}</svg>`;
 }
 
 /** The wait-time cells of a queue's row: p50 and p95, with the sample size in their tooltip. */

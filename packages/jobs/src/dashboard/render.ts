@@ -88,59 +88,24 @@ function count(n: number, kind: string, alarm = false): Html {
 
 function queuesTable(queues: QueueStatus[], activity: RecentActivity): Html {
   if (queues.length === 0) return html`<p class="empty">No jobs yet.</p>`;
-  return html`<table id="queues">
-    <thead>
-      <tr>
-        <th>Queue</th>
-        <th class="n">PENDING</th>
-        <th class="n">RUNNING</th>
-        <th class="n">FAILED</th>
-        <th class="n">DONE</th>
-        <th class="n">READY</th>
-        <th class="n">Oldest ready</th>
-        <th class="n">Wait p50</th>
-        <th class="n">Wait p95</th>
-      </tr>
-    </thead>
-    <tbody>
-      ${queues.map(
-        (q) =>
-          html`<tr data-queue="${q.queue}">
-            <td>${q.queue}</td>
-            ${count(q.counts.pending, "pending")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}
-            <td class="n" data-age>${formatAge(q.oldestReadyAge)}</td>
-            ${waitCells(activity.waits.get(q.queue))}
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return html`<table id="queues"><thead><tr><th>Queue</th><th class="n">PENDING</th><th class="n">RUNNING</th><th class="n">FAILED</th><th class="n">DONE</th><th class="n">READY</th><th class="n">Oldest ready</th><th class="n">Wait p50</th><th class="n">Wait p95</th></tr></thead><tbody>${queues.map(
+    (q) =>
+      html`<tr data-queue="${q.queue}"><td>${q.queue}</td>${count(q.counts.pending, "pending")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}<td class="n" data-age>${formatAge(q.oldestReadyAge)}</td>${waitCells(activity.waits.get(q.queue))}</tr>`,
+  )}</tbody></table>`;
 }
 
 /** A chart per queue: every queue of the table, and any that only the chart's query saw. */
 function activitySection(queues: QueueStatus[], activity: RecentActivity): Html {
   const names = [...new Set([...queues.map((q) => q.queue), ...activity.throughput.keys()])].sort((a, b) => a.localeCompare(b));
   if (names.length === 0) return html``;
-  return html`<section id="activity">
-    <h2>Last hour</h2>
-    ${chartLegend()}
-    <div class="charts">
-      ${names.map(
-        (queue) =>
-          html`<figure data-queue="${queue}">
-            <figcaption>${queue}</figcaption>
-            ${throughputChart(queue, activity.throughput.get(queue), activity.nowMinute)}
-          </figure>`,
-      )}
-    </div>
-  </section>`;
+  return html`<section id="activity"><h2>Last hour</h2>${chartLegend()}<div class="charts">${names.map(
+    (queue) =>
+      html`<figure data-queue="${queue}"><figcaption>${queue}</figcaption>${throughputChart(queue, activity.throughput.get(queue), activity.nowMinute)}</figure>`,
+  )}</div></section>`;
 }
 
 function action(model: PageModel, job: JobSummary, verb: "retry" | "cancel"): Html {
-  return html`<form method="post" action="${model.basePath}/jobs/${job.id}/${verb}${model.query}">
-    <input type="hidden" name="csrf" value="${model.csrfToken}" /><button type="submit" data-action="${verb}" data-job="${job.id}">
-      ${verb === "retry" ? "Retry" : "Cancel"}
-    </button>
-  </form>`;
+  return html`<form method="post" action="${model.basePath}/jobs/${job.id}/${verb}${model.query}"><input type="hidden" name="csrf" value="${model.csrfToken}"><button type="submit" data-action="${verb}" data-job="${job.id}">${verb === "retry" ? "Retry" : "Cancel"}</button></form>`;
 }
 
 function progressCell(progress: unknown): Html {
@@ -153,114 +118,58 @@ function progressCell(progress: unknown): Html {
 }
 
 function jobCells(job: JobSummary): Html {
-  return html`<td class="n">${job.id}</td>
-    <td>${job.queue}</td>
-    <td>${job.task}</td>
-    <td class="n">${job.attempts}/${job.maxAttempts}</td>`;
+  return html`<td class="n">${job.id}</td><td>${job.queue}</td><td>${job.task}</td><td class="n">${job.attempts}/${job.maxAttempts}</td>`;
 }
 
 function list(id: string, title: string, jobs: JobSummary[], limit: number, head: Html, row: (job: JobSummary) => Html): Html {
   const note = jobs.length >= limit ? ` (latest ${limit})` : ` (${jobs.length})`;
-  return html`<section id="${id}">
-    <h2>${title}${note}</h2>
-    ${
-      jobs.length === 0
-        ? html`<p class="empty">None.</p>`
-        : html`<table>
-            <thead>
-              <tr>
-                <th class="n">#</th>
-                <th>Queue</th>
-                <th>Task</th>
-                <th class="n">Attempts</th>
-                ${head}
-              </tr>
-            </thead>
-            <tbody>
-              ${jobs.map(
-                (job) =>
-                  html`<tr id="job-${job.id}" data-job="${job.id}" data-status="${job.status}">
-                    ${jobCells(job)}${row(job)}
-                  </tr>`,
-              )}
-            </tbody>
-          </table>`
-    }
-  </section>`;
+  return html`<section id="${id}"><h2>${title}${note}</h2>${
+    jobs.length === 0
+      ? html`<p class="empty">None.</p>`
+      : html`<table><thead><tr><th class="n">#</th><th>Queue</th><th>Task</th><th class="n">Attempts</th>${head}</tr></thead><tbody>${jobs.map(
+          (job) => html`<tr id="job-${job.id}" data-job="${job.id}" data-status="${job.status}">${jobCells(job)}${row(job)}</tr>`,
+        )}</tbody></table>`
+  }</section>`;
 }
 
 export function renderPage(model: PageModel): string {
   const { now } = model;
-  const refresh = model.refreshSeconds > 0 ? html`<meta http-equiv="refresh" content="${model.refreshSeconds}" />` : "";
+  const refresh = model.refreshSeconds > 0 ? html`<meta http-equiv="refresh" content="${model.refreshSeconds}">` : "";
   const notice = model.notice ? html`<p class="notice" role="status">${NOTICE_TEXT[model.notice.kind](model.notice.job)}</p>` : "";
   const page = html`<!doctype html>
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        ${refresh}
-        <title>${model.title}</title>
-        <style>
-          ${STYLE}
-        </style>
-      </head>
-      <body>
-        <header>
-          <h1>${model.title}</h1>
-          <p>${model.refreshSeconds > 0 ? `Refreshes every ${model.refreshSeconds} s · ` : ""}generated ${now.toISOString()}</p>
-        </header>
-        <main>
-          ${notice}
-          <section>
-            <h2>Queues</h2>
-            ${queuesTable(model.queues, model.activity)}
-          </section>
-          ${activitySection(model.queues, model.activity)}
-          ${list(
-            "running",
-            "Running",
-            model.running,
-            model.listLimit,
-            html`<th>Progress</th>
-              <th>Heartbeat</th>
-              <th>Worker</th>
-              <th></th>`,
-            (job) =>
-              html`<td>${progressCell(job.progress)}</td>
-                <td>${since(job.heartbeatAt, now)}</td>
-                <td><code>${job.lockedBy ?? ""}</code></td>
-                <td>${action(model, job, "cancel")}</td>`,
-          )}
-          ${list(
-            "pending",
-            "Pending",
-            model.pending,
-            model.listLimit,
-            html`<th>Runs</th>
-              <th>Payload</th>
-              <th></th>`,
-            (job) =>
-              html`<td>${job.runAt && job.runAt > now ? `in ${formatAge((job.runAt.getTime() - now.getTime()) / 1000)}` : "ready"}</td>
-                <td><code>${shortJson(job.payload)}</code></td>
-                <td>${action(model, job, "cancel")}</td>`,
-          )}
-          ${list(
-            "failures",
-            "Recent failures",
-            model.failed,
-            model.listLimit,
-            html`<th>Failed</th>
-              <th>Last error</th>
-              <th>Payload</th>
-              <th></th>`,
-            (job) =>
-              html`<td>${since(job.finishedAt, now)}</td>
-                <td><pre class="err">${job.lastError ?? ""}</pre></td>
-                <td><code>${shortJson(job.payload)}</code></td>
-                <td>${action(model, job, "retry")}</td>`,
-          )}
-        </main>
-      </body>
-    </html>`;
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">${refresh}
+<title>${model.title}</title><style>${STYLE}</style></head>
+<body><header><h1>${model.title}</h1><p>${model.refreshSeconds > 0 ? `Refreshes every ${model.refreshSeconds} s · ` : ""}generated ${now.toISOString()}</p></header>
+<main>${notice}
+<section><h2>Queues</h2>${queuesTable(model.queues, model.activity)}</section>
+${activitySection(model.queues, model.activity)}
+${list(
+  "running",
+  "Running",
+  model.running,
+  model.listLimit,
+  html`<th>Progress</th><th>Heartbeat</th><th>Worker</th><th></th>`,
+  (job) =>
+    html`<td>${progressCell(job.progress)}</td><td>${since(job.heartbeatAt, now)}</td><td><code>${job.lockedBy ?? ""}</code></td><td>${action(model, job, "cancel")}</td>`,
+)}
+${list(
+  "pending",
+  "Pending",
+  model.pending,
+  model.listLimit,
+  html`<th>Runs</th><th>Payload</th><th></th>`,
+  (job) =>
+    html`<td>${job.runAt && job.runAt > now ? `in ${formatAge((job.runAt.getTime() - now.getTime()) / 1000)}` : "ready"}</td><td><code>${shortJson(job.payload)}</code></td><td>${action(model, job, "cancel")}</td>`,
+)}
+${list(
+  "failures",
+  "Recent failures",
+  model.failed,
+  model.listLimit,
+  html`<th>Failed</th><th>Last error</th><th>Payload</th><th></th>`,
+  (job) =>
+    html`<td>${since(job.finishedAt, now)}</td><td><pre class="err">${job.lastError ?? ""}</pre></td><td><code>${shortJson(job.payload)}</code></td><td>${action(model, job, "retry")}</td>`,
+)}
+</main></body></html>`;
   return page.text;
 }
