@@ -3,7 +3,8 @@ import type { JobsDatabase } from "./db/database.js";
 import type { WorkerEmitter } from "./events.js";
 import { jobInfo } from "./execute.js";
 import { OUTAGE_BACKOFF, backoffMs } from "./retry.js";
-import { startRuns } from "./start.js";
+import { sendStarts } from "./start.js";
+import type { OrderedSender } from "./db/executor.js";
 
 /**
  * Start writes in flight at once: a slot freed while one is under way need not wait for it to
@@ -33,8 +34,15 @@ export class WorkerBuffer {
   private readonly writes = new Set<Promise<void>>();
   private retryAt = 0;
   private failures = 0;
+  /** When each waiting job was claimed (performance.now()); with `confirmedAt`, how fresh its lease is. */
+  private readonly heldAt = new Map<string, number>();
+  private confirmedAt = 0;
+  /** Where start writes go without a round trip (PostgreSQL), or null. */
+  private readonly sender: OrderedSender | null;
 
-  constructor(private readonly deps: BufferDeps) {}
+  constructor(private readonly deps: BufferDeps) {
+    this.sender = deps.db.executor.orderedSender?.() ?? null;
+  }
 
   /** Jobs held and not running: waiting, or being started. */
   get held(): number {
@@ -52,6 +60,13 @@ export class WorkerBuffer {
 
   push(job: ClaimedJob): void {
     this.jobs.push(job);
+    this.heldAt.set(job.token, performance.now());
+  }
+
+  /** Back after a failed start write: its lease is in doubt, so its next start waits for the answer. */
+  private unshift(job: ClaimedJob): void {
+    this.jobs.unshift(job);
+    this.heldAt.set(job.token, -Infinity);
   }
 
   /** Every waiting claim, for lease extension. */
@@ -61,51 +76,75 @@ export class WorkerBuffer {
 
   /** Removes a waiting job whose claim was lost; false if it was not waiting here. */
   drop(token: string): ClaimedJob | null {
+    this.heldAt.delete(token);
     const index = this.jobs.findIndex((j) => j.token === token);
     return index < 0 ? null : (this.jobs.splice(index, 1)[0] as ClaimedJob);
   }
 
   /**
    * Records the starts of up to `free` waiting jobs in one fenced write (which also renews
-   * their leases, lapsed perhaps in a stall), then hands each one still ours to `run`. A job
-   * taken over meanwhile is reported fenced and never runs. `stopping()` is asked when the
-   * write lands: then the jobs stay here for shutdown to hand back.
+   * their leases), then hands them to `run`. While their leases are fresh (held or confirmed
+   * less than half a lease ago, so nobody else can have them), handlers run as soon as the
+   * write has left (see sendStarts) and its answer is checked after: a job found not ours
+   * (cancelled meanwhile) goes to `lost`. Past that, as after a stall, the answer comes first
+   * and a job taken over meanwhile never runs. `stopping()` is asked before running: then the
+   * jobs stay here for shutdown to hand back.
    */
-  startInto(free: number, run: (job: ClaimedJob) => void, stopping: () => boolean): void {
+  startInto(free: number, run: (job: ClaimedJob) => void, lost: (job: ClaimedJob) => void, stopping: () => boolean): void {
     if (free <= 0 || this.jobs.length === 0 || this.writes.size >= MAX_START_WRITES || performance.now() < this.retryAt) return;
     const jobs = this.jobs.splice(0, free);
     this.starting += jobs.length;
-    const write: Promise<void> = startRuns(this.deps.db, jobs, this.deps.lease)
-      .then(
-        (owned) => {
-          this.failures = 0;
-          for (const job of jobs) {
-            if (!owned.has(job.token)) this.deps.emitter.emit("job:fenced", { job: jobInfo(job), write: "start" });
-            else if (stopping())
-              this.jobs.push(job); // handed back (with its attempt) by shutdown
-            else run(job);
-          }
-        },
-        (error: unknown) => {
-          this.deps.onError(error, "starting jobs");
-          // Still held, still unstarted: back to the front, in claim order.
-          this.jobs.unshift(...jobs);
-          const wait = backoffMs(OUTAGE_BACKOFF, this.failures++);
-          this.retryAt = performance.now() + wait;
-          setTimeout(() => this.deps.wake(), wait).unref();
-        },
-      )
+    const now = performance.now();
+    const fresh = jobs.every((job) => now - Math.max(this.heldAt.get(job.token) ?? 0, this.confirmedAt) < (this.deps.lease * 1000) / 2);
+    for (const job of jobs) this.heldAt.delete(job.token);
+    const write = sendStarts(this.deps.db, this.sender, jobs, this.deps.lease);
+    const runAll = (owned: Set<string> | null) => {
+      this.failures = 0;
+      for (const job of jobs) {
+        if (owned && !owned.has(job.token)) this.deps.emitter.emit("job:fenced", { job: jobInfo(job), write: "start" });
+        else if (stopping())
+          this.push(job); // handed back (with its attempt) by shutdown
+        else run(job);
+      }
+    };
+    const started: Promise<void> = (fresh ? write.sent.then(() => runAll(null)) : write.owned.then(runAll))
+      .catch((error: unknown) => {
+        this.deps.onError(error, "starting jobs");
+        // Not sent: still held, still unstarted. Back to the front, in claim order.
+        for (const job of jobs.reverse()) this.unshift(job);
+        const wait = backoffMs(OUTAGE_BACKOFF, this.failures++);
+        this.retryAt = performance.now() + wait;
+        setTimeout(() => this.deps.wake(), wait).unref();
+      })
       .finally(() => {
         this.starting -= jobs.length;
-        this.writes.delete(write);
+        this.writes.delete(started);
         this.deps.wake();
       });
-    this.writes.add(write);
+    this.writes.add(started);
+    if (fresh) {
+      write.owned.then(
+        (owned) => jobs.filter((job) => !owned.has(job.token)).forEach(lost),
+        // Sent, so the handlers run; the server may or may not have counted their attempts.
+        (error: unknown) => this.deps.onError(error, "recording job starts"),
+      );
+    }
+  }
+
+  /** The lease keeper renewed every claim held when it asked (at `askedAt`, performance.now()). */
+  confirmed(askedAt: number): void {
+    this.confirmedAt = Math.max(this.confirmedAt, askedAt);
   }
 
   /** Waits for start writes in flight, then empties the buffer: the jobs to hand back. */
   async drain(): Promise<ClaimedJob[]> {
     await Promise.all(this.writes);
+    this.heldAt.clear();
     return this.jobs.splice(0);
+  }
+
+  /** Closes the start writes' own connection, if any (after the last write). */
+  close(): Promise<void> {
+    return this.sender?.close() ?? Promise.resolve();
   }
 }

@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "./db/database.js";
+import type { OrderedSender } from "./db/executor.js";
 import { lockOwnRuns, lockUpdateRead } from "./dialects/lock-update-read.js";
 import { forDialect, runOverClaims, type PerDialect, type Script } from "./sql.js";
 
@@ -76,4 +77,27 @@ export function startRuns(db: JobsDatabase, unordered: readonly { id: number; to
     (claims) => [claims.map((c) => c.id), claims.map((c) => c.token), lease],
     "start",
   );
+}
+
+/** A start write under way: `sent` once the statement is on its way, `owned` with its answer. */
+export interface StartWrite {
+  sent: Promise<void>;
+  owned: Promise<Set<string>>;
+}
+
+/**
+ * The start write, sent where the driver can say when a statement has left (see
+ * OrderedSender): then `sent` comes without a round trip and the caller may run handlers at
+ * once — a process killed after that point still has their starts recorded by the server.
+ * Elsewhere `sent` waits for the answer, as `startRuns` does.
+ */
+export function sendStarts(db: JobsDatabase, sender: OrderedSender | null, unordered: readonly { id: number; token: string }[], lease: number): StartWrite {
+  const sql = forDialect(START, db.dialect, "start")(db);
+  if (!sender || typeof sql !== "string") {
+    const owned = startRuns(db, unordered, lease);
+    return { sent: owned.then(() => undefined), owned };
+  }
+  const claims = [...unordered].sort((a, b) => a.id - b.id);
+  const { sent, result } = sender.send<{ claim_token: string }>(sql, [claims.map((c) => c.id), claims.map((c) => c.token), lease], "start");
+  return { sent, owned: result.then(({ rows }) => new Set(rows.map((r) => String(r.claim_token)))) };
 }

@@ -146,6 +146,7 @@ export class Worker {
       this.buffer.startInto(
         concurrency - this.running.size - this.buffer.startingNow,
         (job) => this.start(job),
+        (job) => this.lost(job, "start"),
         () => this.state !== "running",
       );
       const size = concurrency + this.prefetch.target();
@@ -221,17 +222,23 @@ export class Worker {
       ...[...this.completing].map(([token, id]) => ({ id, token })),
     ];
     if (claims.length === 0) return;
+    const askedAt = performance.now();
     const owned = await extendLeases(this.db, claims, this.settings.lease);
+    this.buffer.confirmed(askedAt);
     for (const { token } of claims) {
       if (owned.has(token)) continue;
       const run = this.running.get(token);
-      if (run) {
-        this.emitter.emit("job:fenced", { job: run.info, write: "heartbeat" });
-        loseJob(run.abort, run.info);
-      }
-      const lost = this.buffer.drop(token);
-      if (lost) this.emitter.emit("job:fenced", { job: jobInfo(lost), write: "heartbeat" });
+      if (run) this.lost(run.job, "heartbeat");
+      const dropped = this.buffer.drop(token);
+      if (dropped) this.emitter.emit("job:fenced", { job: jobInfo(dropped), write: "heartbeat" });
     }
+  }
+
+  /** A running job found no longer ours: its run's signal fires; its writes will be refused. */
+  private lost(job: ClaimedJob, write: "start" | "heartbeat"): void {
+    const run = this.running.get(job.token);
+    this.emitter.emit("job:fenced", { job: run?.info ?? jobInfo(job), write });
+    if (run) loseJob(run.abort, run.info);
   }
 
   private async sweep(): Promise<void> {
@@ -259,6 +266,7 @@ export class Worker {
     await Promise.all(late.map((run) => this.handBack(run.job, run.info)));
     await within(Math.max(this.settings.graceMs, MIN_FLUSH_MS), this.completions.idle());
     this.completions.abandon(new Error("worker stopped before this completion could be written"));
+    await this.buffer.close();
     for (const t of this.timers) clearInterval(t);
     await this.wakeups.close();
     this.state = "stopped";

@@ -52,5 +52,21 @@ export interface Executor {
   forWorker?(): Executor;
   /** True while the application has its own transaction open on this very connection (a shared SQLite handle). */
   callerTransactionOpen?(): boolean;
+  /**
+   * A connection of the caller's own on which each statement is handed to the socket the moment
+   * it is asked (pipelined), saying when: see OrderedSender. Absent where the driver cannot say.
+   */
+  orderedSender?(): OrderedSender;
+  close(): Promise<void>;
+}
+
+/**
+ * Statements sent in order on one connection without waiting for the answers in between.
+ * `sent` resolves once the statement's bytes are with the operating system: a process killed
+ * after that still has it executed (the server reads what the kernel delivers), which is what
+ * lets a worker record a job's start and run its handler without a round trip in between.
+ */
+export interface OrderedSender {
+  send<R extends object>(sql: string, params: readonly unknown[], name?: string): { sent: Promise<void>; result: Promise<QueryResult<R>> };
   close(): Promise<void>;
 }

@@ -1,31 +1,9 @@
-import { createHash } from "node:crypto";
 import pg from "pg";
-import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
+import type { Executor, Listener, OrderedSender, QueryResult, TransactionOptions } from "./executor.js";
+import { PgOrderedSender } from "./pg-ordered-sender.js";
+import { run } from "./pg-run.js";
 import { quoteIdent } from "./identifiers.js";
 import { SAVEPOINT_NAME, statementOn, transactionOn, type LentConnection } from "./lent-connection.js";
-
-type Queryable = pg.Pool | pg.PoolClient | pg.Client;
-
-const preparedNames = new Map<string, string>();
-
-/**
- * pg keeps a named statement per connection, keyed by name: the same name must always mean the
- * same text. The text embeds the schema, so the name carries a hash of it.
- */
-function preparedName(name: string, sql: string): string {
-  let found = preparedNames.get(sql);
-  if (!found) {
-    found = `forge_${name}_${createHash("sha1").update(sql).digest("hex").slice(0, 12)}`;
-    if (preparedNames.size < 500) preparedNames.set(sql, found);
-  }
-  return found;
-}
-
-async function run<R extends object>(on: Queryable, sql: string, params: readonly unknown[] | undefined, name: string | undefined): Promise<QueryResult<R>> {
-  const config: pg.QueryConfig = name ? { name: preparedName(name, sql), text: sql, values: params as unknown[] } : { text: sql, values: params as unknown[] };
-  const result = await on.query<R>(config);
-  return { rows: result.rows, rowCount: result.rowCount ?? result.rows.length };
-}
 
 /**
  * A single client: one of ours inside BEGIN (`insideOurs`), or the caller's, idle or inside its
@@ -152,6 +130,10 @@ export class PgPoolExecutor implements Executor {
         await client.end().catch(() => undefined);
       },
     };
+  }
+
+  orderedSender(): OrderedSender {
+    return new PgOrderedSender(this.raw);
   }
 
   async close(): Promise<void> {

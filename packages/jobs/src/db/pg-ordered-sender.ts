@@ -1,0 +1,55 @@
+import pg from "pg";
+import type { OrderedSender, QueryResult } from "./executor.js";
+import { run } from "./pg-run.js";
+
+/**
+ * A PostgreSQL connection of its own (the pool's settings, one more connection) in pg's
+ * pipeline mode: `query()` writes each statement to the socket at once, without waiting for
+ * the answers before it. A lost connection is dropped; the next statement opens a new one.
+ */
+export class PgOrderedSender implements OrderedSender {
+  private client: pg.Client | null = null;
+  private connecting: Promise<pg.Client> | null = null;
+  private closed = false;
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  send<R extends object>(sql: string, params: readonly unknown[], name?: string): { sent: Promise<void>; result: Promise<QueryResult<R>> } {
+    if (this.client) return { sent: Promise.resolve(), result: run<R>(this.client, sql, params, name) };
+    const ready = this.connect();
+    // Handlers registered in this order run in this order: `sent` resolves after query() was called.
+    const result = ready.then((client) => run<R>(client, sql, params, name));
+    return { sent: ready.then(() => undefined), result };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const client = this.client ?? (await this.connecting?.catch(() => null));
+    this.client = null;
+    await client?.end().catch(() => undefined);
+  }
+
+  private connect(): Promise<pg.Client> {
+    if (this.closed) return Promise.reject(new Error("the worker's start writes are closed"));
+    this.connecting ??= (async () => {
+      const client = new pg.Client({ ...(this.pool.options as pg.ClientConfig), pipeline: true } as pg.ClientConfig);
+      // Errors reach the statements in flight; the connection is not reused.
+      client.on("error", () => {
+        if (this.client === client) this.client = null;
+      });
+      client.on("end", () => {
+        if (this.client === client) this.client = null;
+      });
+      try {
+        await client.connect();
+      } catch (error) {
+        this.connecting = null;
+        throw error;
+      }
+      this.client = client;
+      this.connecting = null;
+      return client;
+    })();
+    return this.connecting;
+  }
+}
