@@ -39,3 +39,10 @@ describe.each(backends())("the built dashboard entry ($name)", (backend) => {
     }
   });
 });
+
+describe("the dashboard entry's surface", () => {
+  it("exports what an application mounts it with, and no rendering helper", async () => {
+    // Literal path inside this package, so the isolation rule can check it.
+    expect(Object.keys(await import("../../dist/dashboard.js"))).toEqual(["createDashboard"]);
+  });
+});
