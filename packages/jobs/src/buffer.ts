@@ -95,7 +95,9 @@ export class WorkerBuffer {
     const jobs = this.jobs.splice(0, free);
     this.starting += jobs.length;
     const now = performance.now();
-    const fresh = jobs.every((job) => now - Math.max(this.heldAt.get(job.token) ?? 0, this.confirmedAt) < (this.deps.lease * 1000) / 2);
+    // Only where a write can be known to have left without its answer (see sendStarts): elsewhere
+    // `sent` is the answer, and the answer is checked before anything runs.
+    const fresh = this.sender !== null && jobs.every((job) => now - Math.max(this.heldAt.get(job.token) ?? 0, this.confirmedAt) < (this.deps.lease * 1000) / 2);
     for (const job of jobs) this.heldAt.delete(job.token);
     const write = sendStarts(this.deps.db, this.sender, jobs, this.deps.lease);
     const runAll = (owned: Set<string> | null) => {
