@@ -15,15 +15,8 @@ export interface TransactionOptions {
   readOnly?: boolean;
 }
 
+/** A subscription to wake-ups; closing it stops them. */
 export interface Listener {
-  /**
-   * The same connection for a worker's own statements (claims, completions, leases, checkpoints).
-   * Absent where that makes no difference. On an SQLite handle the application shares, it never
-   * runs inside the application's open transaction: it waits for the transaction to end.
-   */
-  forWorker?(): Executor;
-  /** True while the application has its own transaction open on this very connection (a shared SQLite handle). */
-  callerTransactionOpen?(): boolean;
   close(): Promise<void>;
 }
 
