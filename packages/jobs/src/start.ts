@@ -93,11 +93,18 @@ export interface StartWrite {
  */
 export function sendStarts(db: JobsDatabase, sender: OrderedSender | null, unordered: readonly { id: number; token: string }[], lease: number): StartWrite {
   const sql = forDialect(START, db.dialect, "start")(db);
+  let write: StartWrite;
   if (!sender || typeof sql !== "string") {
     const owned = startRuns(db, unordered, lease);
-    return { sent: owned.then(() => undefined), owned };
+    write = { sent: owned.then(() => undefined), owned };
+  } else {
+    const claims = [...unordered].sort((a, b) => a.id - b.id);
+    const { sent, result } = sender.send<{ claim_token: string }>(sql, [claims.map((c) => c.id), claims.map((c) => c.token), lease], "start");
+    write = { sent, owned: result.then(({ rows }) => new Set(rows.map((r) => String(r.claim_token)))) };
   }
-  const claims = [...unordered].sort((a, b) => a.id - b.id);
-  const { sent, result } = sender.send<{ claim_token: string }>(sql, [claims.map((c) => c.id), claims.map((c) => c.token), lease], "start");
-  return { sent, owned: result.then(({ rows }) => new Set(rows.map((r) => String(r.claim_token)))) };
+  // A caller reads one of the two (which one depends on how fresh the leases are): the other
+  // must not become an unhandled rejection that ends the process when the connection drops.
+  write.sent.catch(() => undefined);
+  write.owned.catch(() => undefined);
+  return write;
 }
