@@ -53,20 +53,18 @@ export class WorkerBuffer {
     return this.jobs.length;
   }
 
-  /** Slots spoken for by start writes in flight. */
-  get startingNow(): number {
-    return this.starting;
-  }
-
   push(job: ClaimedJob): void {
     this.jobs.push(job);
     this.heldAt.set(job.token, performance.now());
   }
 
-  /** Back after a failed start write: its lease is in doubt, so its next start waits for the answer. */
-  private unshift(job: ClaimedJob): void {
-    this.jobs.unshift(job);
-    this.heldAt.set(job.token, -Infinity);
+  /**
+   * Back at the front, in claim order, after a failed start write: their leases are in doubt,
+   * so until the lease keeper confirms them their next start waits for the answer.
+   */
+  private requeue(jobs: readonly ClaimedJob[]): void {
+    this.jobs.unshift(...jobs);
+    for (const job of jobs) this.heldAt.set(job.token, -Infinity);
   }
 
   /** Every waiting claim, for lease extension. */
@@ -74,7 +72,7 @@ export class WorkerBuffer {
     return this.jobs.map((j) => ({ id: j.id, token: j.token }));
   }
 
-  /** Removes a waiting job whose claim was lost; false if it was not waiting here. */
+  /** Removes a waiting job whose claim was lost; null if it was not waiting here. */
   drop(token: string): ClaimedJob | null {
     this.heldAt.delete(token);
     const index = this.jobs.findIndex((j) => j.token === token);
@@ -82,15 +80,16 @@ export class WorkerBuffer {
   }
 
   /**
-   * Records the starts of up to `free` waiting jobs in one fenced write (which also renews
-   * their leases), then hands them to `run`. While their leases are fresh (held or confirmed
-   * less than half a lease ago, so nobody else can have them), handlers run as soon as the
-   * write has left (see sendStarts) and its answer is checked after: a job found not ours
-   * (cancelled meanwhile) goes to `lost`. Past that, as after a stall, the answer comes first
-   * and a job taken over meanwhile never runs. `stopping()` is asked before running: then the
-   * jobs stay here for shutdown to hand back.
+   * Records the starts of waiting jobs for the `idle` slots not taken by start writes already in
+   * flight, in one fenced write (which also renews their leases), then hands them to `run`.
+   * While their leases are fresh (held or confirmed less than half a lease ago, so nobody else
+   * can have them), handlers run as soon as the write has left (see sendStarts) and its answer
+   * is checked after: a job found not ours (cancelled meanwhile) goes to `lost`. Past that, as
+   * after a stall, the answer comes first and a job taken over meanwhile never runs.
+   * `stopping()` is asked before running: then the jobs stay here for shutdown to hand back.
    */
-  startInto(free: number, run: (job: ClaimedJob) => void, lost: (job: ClaimedJob) => void, stopping: () => boolean): void {
+  startInto(idle: number, run: (job: ClaimedJob) => void, lost: (job: ClaimedJob) => void, stopping: () => boolean): void {
+    const free = idle - this.starting;
     if (free <= 0 || this.jobs.length === 0 || this.writes.size >= MAX_START_WRITES || performance.now() < this.retryAt) return;
     const jobs = this.jobs.splice(0, free);
     this.starting += jobs.length;
@@ -112,8 +111,8 @@ export class WorkerBuffer {
     const started: Promise<void> = (fresh ? write.sent.then(() => runAll(null)) : write.owned.then(runAll))
       .catch((error: unknown) => {
         this.deps.onError(error, "starting jobs");
-        // Not sent: still held, still unstarted. Back to the front, in claim order.
-        for (const job of jobs.reverse()) this.unshift(job);
+        // Not sent: still held, still unstarted.
+        this.requeue(jobs);
         const wait = backoffMs(OUTAGE_BACKOFF, this.failures++);
         this.retryAt = performance.now() + wait;
         setTimeout(() => this.deps.wake(), wait).unref();

@@ -16,7 +16,7 @@ export interface ClaimedJob {
   /** This run's number, 1-based (attempts once it has started). */
   attempt: number;
   /**
-   * False for a job held in the worker's buffer: its attempt is not counted until `startRuns`
+   * False for a job held in the worker's buffer: its attempt is not counted until `sendStarts`
    * records the start, so a worker that dies holding it gives it back unused.
    */
   started: boolean;
@@ -38,7 +38,7 @@ export interface ClaimRequest {
   workerId: string;
   /**
    * How many of the claimed jobs (the first, in claim order) start now: their attempt is
-   * counted by the claim. The rest are held unstarted until `startRuns` (see start.ts).
+   * counted by the claim. The rest are held unstarted until `sendStarts` (see start.ts).
    */
   start: number;
 }

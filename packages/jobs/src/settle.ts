@@ -5,8 +5,7 @@ import type { JobsDatabase } from "./db/database.js";
 import { errorMessage } from "./errors.js";
 import type { WorkerEmitter } from "./events.js";
 import { failJob, type FailureOutcome } from "./fail.js";
-import type { Logger } from "./logger.js";
-import { silentLogger } from "./logger.js";
+import { silentLogger, type Logger } from "./logger.js";
 import { refusedForItsValues } from "./refusals.js";
 import type { JobInfo } from "./types.js";
 

@@ -40,7 +40,7 @@ export function dbNow(dialect: DialectName): string {
 
 /**
  * Runs a fenced write over a worker's claims in id order — the lock order of every such
- * write (extendLeases, startRuns, completeRuns), or two of them over the same jobs on two
+ * write (extendLeases, sendStarts, completeRuns), or two of them over the same jobs on two
  * connections can deadlock — and returns the claim tokens it kept.
  */
 export async function runOverClaims<C extends { id: number }>(

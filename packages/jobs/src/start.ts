@@ -1,7 +1,7 @@
 import type { JobsDatabase } from "./db/database.js";
-import type { OrderedSender } from "./db/executor.js";
+import type { OrderedSender, QueryResult } from "./db/executor.js";
 import { lockOwnRuns, lockUpdateRead } from "./dialects/lock-update-read.js";
-import { forDialect, runOverClaims, type PerDialect, type Script } from "./sql.js";
+import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
 /**
  * The rule of the worker's buffer: a claim counts an attempt only for the jobs that start at
@@ -67,18 +67,6 @@ const START: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: str
       }),
 };
 
-/** Counts the attempts of held jobs about to start; returns the tokens still ours. */
-export function startRuns(db: JobsDatabase, unordered: readonly { id: number; token: string }[], lease: number): Promise<Set<string>> {
-  // Id order, as in extendLeases and completeRuns: one lock order on every connection.
-  return runOverClaims(
-    db.executor,
-    unordered,
-    forDialect(START, db.dialect, "start")(db),
-    (claims) => [claims.map((c) => c.id), claims.map((c) => c.token), lease],
-    "start",
-  );
-}
-
 /** A start write under way: `sent` once the statement is on its way, `owned` with its answer. */
 export interface StartWrite {
   sent: Promise<void>;
@@ -86,25 +74,28 @@ export interface StartWrite {
 }
 
 /**
- * The start write, sent where the driver can say when a statement has left (see
- * OrderedSender): then `sent` comes without a round trip and the caller may run handlers at
- * once — a process killed after that point still has their starts recorded by the server.
- * Elsewhere `sent` waits for the answer, as `startRuns` does.
+ * Counts the attempts of held jobs about to start; `owned` resolves with the tokens still
+ * ours. Sent where the driver can say when a statement has left (see OrderedSender), `sent`
+ * comes without a round trip and the caller may run handlers at once — a process killed after
+ * that point still has their starts recorded by the server. Elsewhere `sent` waits for the answer.
  */
 export function sendStarts(db: JobsDatabase, sender: OrderedSender | null, unordered: readonly { id: number; token: string }[], lease: number): StartWrite {
+  // Id order, as in extendLeases and completeRuns: one lock order on every connection.
+  const claims = [...unordered].sort((a, b) => a.id - b.id);
+  const params = [claims.map((c) => c.id), claims.map((c) => c.token), lease];
   const sql = forDialect(START, db.dialect, "start")(db);
-  let write: StartWrite;
-  if (!sender || typeof sql !== "string") {
-    const owned = startRuns(db, unordered, lease);
-    write = { sent: owned.then(() => undefined), owned };
+  let sent: Promise<void>;
+  let result: Promise<QueryResult<{ claim_token: string }>>;
+  if (sender && typeof sql === "string") {
+    ({ sent, result } = sender.send<{ claim_token: string }>(sql, params, "start"));
   } else {
-    const claims = [...unordered].sort((a, b) => a.id - b.id);
-    const { sent, result } = sender.send<{ claim_token: string }>(sql, [claims.map((c) => c.id), claims.map((c) => c.token), lease], "start");
-    write = { sent, owned: result.then(({ rows }) => new Set(rows.map((r) => String(r.claim_token)))) };
+    result = runSql(db.executor, sql, params, "start");
+    sent = result.then(() => undefined);
   }
+  const owned = result.then(({ rows }) => new Set(rows.map((r) => String(r.claim_token))));
   // A caller reads one of the two (which one depends on how fresh the leases are): the other
   // must not become an unhandled rejection that ends the process when the connection drops.
-  write.sent.catch(() => undefined);
-  write.owned.catch(() => undefined);
-  return write;
+  sent.catch(() => undefined);
+  owned.catch(() => undefined);
+  return { sent, owned };
 }

@@ -144,7 +144,7 @@ export class Worker {
     let failures = 0;
     while (this.state === "running") {
       this.buffer.startInto(
-        concurrency - this.running.size - this.buffer.startingNow,
+        concurrency - this.running.size,
         (job) => this.start(job),
         (job) => this.lost(job, "start"),
         () => this.state !== "running",
