@@ -75,7 +75,7 @@ interface ClaimStatement {
  */
 function readyInQueue(db: JobsDatabase, queue: string, limit: string): string {
   return `SELECT id, priority FROM ${db.table}
-        WHERE status = 'pending' AND queue = ${queue} AND run_at <= ${db.sql.now}
+        WHERE status = 'pending' AND queue = ${queue} AND group_key = '' AND concurrency_key = '' AND run_at <= ${db.sql.now}
         ORDER BY ${db.sql.readyOrder}
         LIMIT ${limit}${db.sql.skipLocked ? " FOR UPDATE SKIP LOCKED" : ""}`;
 }

@@ -37,6 +37,7 @@ function schemaNames(dialect: DialectName, schemaName: string | null): SchemaNam
   const schema = schemaName ? quoteIdent(dialect, schemaName) : null;
   return {
     table: qualified(dialect, schemaName, TABLE_NAME),
+    named: (name) => qualified(dialect, schemaName, name),
     schema,
     // PostgreSQL and SQLite put an index in the table's schema when the name is qualified
     // on CREATE INDEX (SQLite) or implicitly (PostgreSQL); MariaDB scopes names per table.

@@ -211,7 +211,7 @@ describe.skipIf(!hasReference)("schema parity (audit 13.6)", () => {
     expect(pg.get("column status")).toBe("text NOT NULL DEFAULT 'pending'");
     expect(pg.get("column run_at")).toBe("timestamp with time zone NOT NULL DEFAULT now");
     expect(pg.get("primary key")).toBe("(id)");
-    expect(pg.get("index jobs_claim")).toBe("(queue, priority DESC, id) WHERE status = 'pending'");
+    expect(pg.get("index jobs_claim_plain")).toBe("(queue, priority DESC, id) WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''");
     expect(pg.get("index jobs_dedup_key_active")).toBe("UNIQUE (dedup_key) WHERE dedup_key IS NOT NULL AND status IN 'pending', 'running'");
     expect(pg.get("check status")).toBe("status IN 'pending', 'running', 'done', 'failed', 'cancelled'");
     expect(pg.get("check max_attempts")).toBe("max_attempts >= 1");
@@ -246,7 +246,7 @@ describe.each(backends())("migration 3 ($name)", (backend) => {
       const stale = backend.name === "mysql" ? ["jobs_recent_finished"] : ["jobs_recent_finished", "jobs_claim_token"];
       for (const name of stale) await t.sql(`CREATE INDEX ${name} ON {jobs} (${name === "jobs_claim_token" ? "claim_token" : "queue, finished_at"})`);
       await t.sql(`DELETE FROM ${t.db.migrationsTable} WHERE version = 3`);
-      expect(await migrate({ db: t.db })).toEqual({ applied: [3], version: 3 });
+      expect(await migrate({ db: t.db })).toEqual({ applied: [3], version: 4 });
       const { shape } = await SHAPES[backend.name](t.db);
       for (const name of stale) expect(shape.has(`index ${name}`), name).toBe(false);
       if (backend.name === "mysql") expect(shape.get("index jobs_claim_token")).toBe("(claim_token)");

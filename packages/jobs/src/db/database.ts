@@ -4,6 +4,10 @@ import { qualified } from "./identifiers.js";
 
 export const TABLE_NAME = "jobs";
 export const MIGRATIONS_TABLE = "forge_jobs_migrations";
+/** Flow control's tables, beside the jobs table: limits per key or pattern, fair-share weights, and each limited key's state. */
+export const LIMITS_TABLE = "jobs_limits";
+export const GROUPS_TABLE = "jobs_groups";
+export const KEYS_TABLE = "jobs_keys";
 
 export interface DatabaseSettings {
   /** PostgreSQL schema / MariaDB database holding the jobs table; null = the connection's default. */
@@ -24,6 +28,10 @@ export class JobsDatabase {
   /** Quoted, schema-qualified table name: the only interpolation the SQL receives. */
   readonly table: string;
   readonly migrationsTable: string;
+  /** Flow control: limits (`setLimit`), group weights (`setGroupWeight`), per-key lock and token bucket. */
+  readonly limitsTable: string;
+  readonly groupsTable: string;
+  readonly keysTable: string;
   /** The LISTEN/NOTIFY channel of this schema's queue. */
   readonly channel: string;
 
@@ -36,6 +44,9 @@ export class JobsDatabase {
     this.sql = dialectFor(this.dialect);
     this.table = qualified(this.dialect, settings.schema, TABLE_NAME);
     this.migrationsTable = qualified(this.dialect, settings.schema, MIGRATIONS_TABLE);
+    this.limitsTable = qualified(this.dialect, settings.schema, LIMITS_TABLE);
+    this.groupsTable = qualified(this.dialect, settings.schema, GROUPS_TABLE);
+    this.keysTable = qualified(this.dialect, settings.schema, KEYS_TABLE);
     this.channel = settings.schema ? `forge_jobs.${settings.schema}` : "forge_jobs";
   }
 

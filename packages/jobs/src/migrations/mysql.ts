@@ -71,4 +71,39 @@ export const mysqlMigrations: Migration[] = [
     // status first and use jobs_finished, and the index cost a write on every completion.
     statements: ({ table }) => [`DROP INDEX IF EXISTS jobs_recent_finished ON ${table}`],
   },
+  {
+    version: 4,
+    name: "flow_control",
+    // See migrations/postgres.ts version 4 for each object's reason. Without partial indexes,
+    // the plain claim walks jobs_claim with group_key = '' AND concurrency_key = '' (equality on
+    // the index's prefix), the fair claim with a group and a key.
+    statements: ({ table, named }) => [
+      `ALTER TABLE ${table}
+        ADD COLUMN IF NOT EXISTS group_key VARCHAR(191) NOT NULL DEFAULT '',
+        ADD COLUMN IF NOT EXISTS concurrency_key VARCHAR(191) NOT NULL DEFAULT '',
+        ADD COLUMN IF NOT EXISTS snoozes INT NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS max_snoozes INT NOT NULL DEFAULT 100 CHECK (max_snoozes >= 0)`,
+      `UPDATE ${table} SET group_key = tenant WHERE tenant IS NOT NULL AND tenant <> '' AND status IN ('pending', 'running')`,
+      `ALTER TABLE ${table} DROP INDEX IF EXISTS jobs_claim, ADD INDEX IF NOT EXISTS jobs_flow_claim (status, queue, group_key, concurrency_key, neg_priority, id)`,
+      `CREATE INDEX IF NOT EXISTS jobs_key_running ON ${table} (status, concurrency_key)`,
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_limits")} (
+        limit_key VARCHAR(255) NOT NULL PRIMARY KEY,
+        concurrency INT CHECK (concurrency >= 0),
+        rate_limit INT CHECK (rate_limit >= 1),
+        rate_per_seconds DOUBLE CHECK (rate_per_seconds > 0),
+        rate_burst INT CHECK (rate_burst >= 1),
+        updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_groups")} (
+        group_key VARCHAR(191) NOT NULL PRIMARY KEY,
+        weight INT NOT NULL CHECK (weight >= 1),
+        updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_keys")} (
+        concurrency_key VARCHAR(191) NOT NULL PRIMARY KEY,
+        tokens DOUBLE NOT NULL,
+        refilled_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+    ],
+  },
 ];

@@ -59,4 +59,48 @@ export const postgresMigrations: Migration[] = [
     statements: ({ schema, index }) =>
       ["jobs_recent_finished", "jobs_claim_token"].map((name) => `DROP INDEX IF EXISTS ${schema ? `${schema}.` : ""}${index(name)}`),
   },
+  {
+    version: 4,
+    name: "flow_control",
+    // group_key and concurrency_key are '' when absent, not NULL: the claim finds a group's or a
+    // key's jobs by equality on an index, which IS NOT DISTINCT FROM cannot use.
+    statements: ({ table, schema, index, named }) => [
+      `ALTER TABLE ${table}
+        ADD COLUMN IF NOT EXISTS group_key text NOT NULL DEFAULT '',
+        ADD COLUMN IF NOT EXISTS concurrency_key text NOT NULL DEFAULT '',
+        ADD COLUMN IF NOT EXISTS snoozes integer NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS max_snoozes integer NOT NULL DEFAULT 100 CHECK (max_snoozes >= 0)`,
+      // A job's fair-share group is its tenant unless it names one: jobs already waiting join theirs.
+      `UPDATE ${table} SET group_key = tenant WHERE tenant IS NOT NULL AND tenant <> '' AND status IN ('pending', 'running')`,
+      // Jobs with neither a group nor a key: the plain claim walks these alone, so a backlog of
+      // grouped or keyed jobs never sits in its way (nor it in theirs).
+      `DROP INDEX IF EXISTS ${schema ? `${schema}.` : ""}${index("jobs_claim")}`,
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_claim_plain")} ON ${table} (queue, priority DESC, id) WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''`,
+      // Jobs with a group or a key: the fair claim enumerates (group, key) pairs on this index and
+      // walks each pair's jobs in claim order. Empty when flow control is unused.
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_flow_claim")} ON ${table} (queue, group_key, concurrency_key, priority DESC, id) WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')`,
+      // The running jobs of a key, counted against its limit under the key's lock.
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_key_running")} ON ${table} (concurrency_key) WHERE status = 'running' AND concurrency_key <> ''`,
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_limits")} (
+        limit_key text PRIMARY KEY,
+        concurrency integer CHECK (concurrency >= 0),
+        rate_limit integer CHECK (rate_limit >= 1),
+        rate_per_seconds double precision CHECK (rate_per_seconds > 0),
+        rate_burst integer CHECK (rate_burst >= 1),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      )`,
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_groups")} (
+        group_key text PRIMARY KEY,
+        weight integer NOT NULL CHECK (weight >= 1),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      )`,
+      // One row per limited key in use: claims of a key lock its row (claims of other keys never
+      // wait on it), and it holds the key's token bucket.
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_keys")} (
+        concurrency_key text PRIMARY KEY,
+        tokens double precision NOT NULL,
+        refilled_at timestamptz NOT NULL DEFAULT now()
+      )`,
+    ],
+  },
 ];

@@ -59,4 +59,41 @@ export const sqliteMigrations: Migration[] = [
     // Early 0.1 builds created these two indexes here; no statement reads through them.
     statements: ({ index }) => ["jobs_recent_finished", "jobs_claim_token"].map((name) => `DROP INDEX IF EXISTS ${index(name)}`),
   },
+  {
+    version: 4,
+    name: "flow_control",
+    // See migrations/postgres.ts version 4 for each object's reason.
+    statements: ({ table, index, named }) => {
+      const on = table.slice(table.lastIndexOf(".") + 1);
+      return [
+        `ALTER TABLE ${table} ADD COLUMN group_key TEXT NOT NULL DEFAULT ''`,
+        `ALTER TABLE ${table} ADD COLUMN concurrency_key TEXT NOT NULL DEFAULT ''`,
+        `ALTER TABLE ${table} ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0`,
+        `ALTER TABLE ${table} ADD COLUMN max_snoozes INTEGER NOT NULL DEFAULT 100 CHECK (max_snoozes >= 0)`,
+        `UPDATE ${table} SET group_key = tenant WHERE tenant IS NOT NULL AND tenant <> '' AND status IN ('pending', 'running')`,
+        `DROP INDEX IF EXISTS ${index("jobs_claim")}`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_claim_plain")} ON ${on} (queue, priority DESC, id) WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_flow_claim")} ON ${on} (queue, group_key, concurrency_key, priority DESC, id) WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_key_running")} ON ${on} (concurrency_key) WHERE status = 'running' AND concurrency_key <> ''`,
+        `CREATE TABLE IF NOT EXISTS ${named("jobs_limits")} (
+          limit_key TEXT PRIMARY KEY,
+          concurrency INTEGER CHECK (concurrency >= 0),
+          rate_limit INTEGER CHECK (rate_limit >= 1),
+          rate_per_seconds REAL CHECK (rate_per_seconds > 0),
+          rate_burst INTEGER CHECK (rate_burst >= 1),
+          updated_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW})
+        )`,
+        `CREATE TABLE IF NOT EXISTS ${named("jobs_groups")} (
+          group_key TEXT PRIMARY KEY,
+          weight INTEGER NOT NULL CHECK (weight >= 1),
+          updated_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW})
+        )`,
+        `CREATE TABLE IF NOT EXISTS ${named("jobs_keys")} (
+          concurrency_key TEXT PRIMARY KEY,
+          tokens REAL NOT NULL,
+          refilled_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW})
+        )`,
+      ];
+    },
+  },
 ];

@@ -50,7 +50,7 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
             expect(schema).toMatchObject({ journal: [{ journal_mode: "wal" }] });
             const names = (schema as { objects: { name: string }[] }).objects.map((o) => o.name);
             expect(names.filter((n) => n === "jobs")).toHaveLength(1);
-            expect(names).toEqual(expect.arrayContaining(["jobs_idempotency_key", "jobs_dedup_key_active", "jobs_claim"]));
+            expect(names).toEqual(expect.arrayContaining(["jobs_idempotency_key", "jobs_dedup_key_active", "jobs_flow_claim"]));
           } else {
             const { tables, indexes } = schema as { tables: { name: string }[]; indexes: { name: string; non_unique: number; columns: string }[] };
             expect(tables.map((t) => t.name)).toEqual(["forge_jobs_migrations", "jobs"]);
