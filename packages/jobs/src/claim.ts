@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { Dialect } from "./dialects/dialect.js";
 import { lockUpdateRead } from "./dialects/lock-update-read.js";
 import { valueForId } from "./dialects/mysql.js";
+import { fairClaim } from "./fair-claim.js";
 import { columnList, decodeRow, type JobColumn } from "./job-row.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
@@ -61,7 +62,7 @@ const CLAIMED = [
   "started",
 ] as const satisfies readonly JobColumn[];
 
-type ClaimRow = Record<string, unknown>;
+type ClaimRow = Record<string, unknown> & { id: unknown };
 
 /** A dialect's claim statement, and its first parameter: the queues as that statement reads them. */
 interface ClaimStatement {
@@ -70,12 +71,22 @@ interface ClaimStatement {
 }
 
 /**
+ * True while none of the claim's queues holds a pending job with a group or a concurrency key:
+ * then the plain claim serves them in plain order; otherwise it takes nothing and the fair claim
+ * (fair-claim.ts) serves them all. The probe reads the partial index jobs_flow_claim, empty when
+ * flow control is unused.
+ */
+function noFlowIn(db: JobsDatabase, queues: string): string {
+  return `NOT EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND ${queues} AND (group_key <> '' OR concurrency_key <> ''))`;
+}
+
+/**
  * One queue's ready jobs in claim order, at most `limit`: the index walk every claim is made
  * of, locked where the database can skip rows other claimers hold.
  */
-function readyInQueue(db: JobsDatabase, queue: string, limit: string): string {
+function readyInQueue(db: JobsDatabase, queue: string, limit: string, noFlow: string): string {
   return `SELECT id, priority FROM ${db.table}
-        WHERE status = 'pending' AND queue = ${queue} AND group_key = '' AND concurrency_key = '' AND run_at <= ${db.sql.now}
+        WHERE status = 'pending' AND queue = ${queue} AND group_key = '' AND concurrency_key = '' AND run_at <= ${db.sql.now} AND ${noFlow}
         ORDER BY ${db.sql.readyOrder}
         LIMIT ${limit}${db.sql.skipLocked ? " FOR UPDATE SKIP LOCKED" : ""}`;
 }
@@ -96,10 +107,10 @@ const CLAIM: PerDialect<(db: JobsDatabase, queues: readonly string[]) => ClaimSt
     sql: `
     WITH picked AS (${
       queues.length === 1
-        ? readyInQueue(db, "$1", "$2")
+        ? readyInQueue(db, "$1", "$2", noFlowIn(db, "queue = $1"))
         : `
       SELECT p.id, p.priority FROM unnest($1::text[]) AS q(name)
-      CROSS JOIN LATERAL (${readyInQueue(db, "q.name", "$2")}) AS p
+      CROSS JOIN LATERAL (${readyInQueue(db, "q.name", "$2", noFlowIn(db, "queue = ANY($1)"))}) AS p
       ORDER BY p.priority DESC, p.id
       LIMIT $2`
     }
@@ -145,7 +156,11 @@ const CLAIM: PerDialect<(db: JobsDatabase, queues: readonly string[]) => ClaimSt
         lock: async (tx) => {
           const candidates: { id: number; priority: number }[] = [];
           for (const queue of queues) {
-            const found = await tx.query<{ id: number | string; priority: number }>(readyInQueue(db, "$1", "$2"), [queue, limit]);
+            const found = await tx.query<{ id: number | string; priority: number }>(readyInQueue(db, "$1", "$2", noFlowIn(db, "queue IN ($3)")), [
+              queue,
+              limit,
+              queues,
+            ]);
             for (const row of found.rows) candidates.push({ id: Number(row.id), priority: Number(row.priority) });
           }
           candidates.sort((a, b) => b.priority - a.priority || a.id - b.id);
@@ -172,20 +187,41 @@ const CLAIM: PerDialect<(db: JobsDatabase, queues: readonly string[]) => ClaimSt
  * table and sort it in a temporary B-tree). `$1` is the JSON array of queue names.
  */
 function sqlitePick(db: JobsDatabase, queues: number, limit: string): string {
-  const perQueue = Array.from({ length: queues }, (_, i) => `SELECT id, priority FROM (${readyInQueue(db, `json_extract($1, '$[${i}]')`, limit)})`);
+  const noFlow = noFlowIn(db, db.sql.inList("queue", "$1"));
+  const perQueue = Array.from({ length: queues }, (_, i) => `SELECT id, priority FROM (${readyInQueue(db, `json_extract($1, '$[${i}]')`, limit, noFlow)})`);
   return `SELECT id FROM (${perQueue.join(" UNION ALL ")}) ORDER BY priority DESC, id LIMIT ${limit}`;
 }
 
-export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimedJob[]> {
-  if (request.limit <= 0 || request.queues.length === 0) return [];
+/** What a claim took, and how the claim loop should go on. */
+export interface ClaimResult {
+  jobs: ClaimedJob[];
+  /**
+   * The fair claim served these queues (they hold jobs with a group or a concurrency key): it
+   * took no more than could start now, and the worker holds none in its buffer meanwhile.
+   */
+  fair: boolean;
+  /** When a job held back by its key's rate can next start, if one was. */
+  retryInMs: number | null;
+}
+
+export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimResult> {
+  if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null };
   const claim = forDialect(CLAIM, db.dialect, "claim")(db, request.queues);
-  const { rows } = await runSql<ClaimRow>(
-    db.executor,
-    claim.sql,
-    [claim.queues, request.limit, request.lease, request.workerId, Math.max(0, Math.min(request.start, request.limit))],
-    "claim",
+  const start = Math.max(0, Math.min(request.start, request.limit));
+  const { rows } = await runSql<ClaimRow>(db.executor, claim.sql, [claim.queues, request.limit, request.lease, request.workerId, start], "claim");
+  if (rows.length > 0) return { jobs: rows.map((row) => toClaimed(db.sql, row)).sort(byClaimOrder), fair: false, retryInMs: null };
+  // Nothing plain: flow jobs may be waiting (the plain claim stands aside for them), or nothing is ready.
+  const fair = await fairClaim<ClaimRow>(
+    db,
+    { queues: request.queues, limit: start, lease: request.lease, workerId: request.workerId },
+    columnList(db.sql, CLAIMED),
   );
-  return rows.map((row) => toClaimed(db.sql, row)).sort((a, b) => b.priority - a.priority || a.id - b.id);
+  // Taken in fair-share order, which a worker keeps (it runs a claim's jobs in the claim's order).
+  return { jobs: fair.rows.map((row) => toClaimed(db.sql, row)), fair: fair.flow, retryInMs: fair.retryInMs };
+}
+
+function byClaimOrder(a: ClaimedJob, b: ClaimedJob): number {
+  return b.priority - a.priority || a.id - b.id;
 }
 
 function toClaimed(sql: Dialect, raw: ClaimRow): ClaimedJob {

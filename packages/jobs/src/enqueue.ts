@@ -28,7 +28,7 @@ export type { EnqueueManyItem, EnqueueManyOptions, EnqueueOptions, JobOptions } 
 const MAX_ENQUEUE_ATTEMPTS = 3;
 /**
  * Jobs per INSERT. PostgreSQL takes one array per column; SQLite and MariaDB bind every value
- * (9 a row; SQLite allows 32,766 parameters), and MariaDB's packet is bounded
+ * (13 a row; SQLite allows 32,766 parameters), and MariaDB's packet is bounded
  * (max_allowed_packet, 16 MiB by default), so its chunks are cut by payload size too.
  */
 const CHUNK: PerDialect<{ rows: number; bytes: number }> = {

@@ -19,6 +19,9 @@ const PG_COLUMNS: readonly PgColumn[] = [
   { value: (j) => j.idempotencyKey, type: "text", expr: (r) => r },
   { value: (j) => j.dedupKey, type: "text", expr: (r) => r },
   { value: (j) => j.trace, type: "text", expr: (r) => `${r}::jsonb` },
+  { value: (j) => j.group, type: "text", expr: (r) => r },
+  { value: (j) => j.concurrencyKey, type: "text", expr: (r) => r },
+  { value: (j) => j.maxSnoozes, type: "int", expr: (r) => r },
 ];
 const PAYLOAD_COLUMN = 2;
 

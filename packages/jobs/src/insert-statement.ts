@@ -4,13 +4,18 @@ import { pgInsert } from "./insert-postgres.js";
 import { INSERT_COLUMNS, type InsertedRow, type NewJob } from "./new-job.js";
 import { valuesList, type PerDialect, type Script } from "./sql.js";
 
+/** Parameters per row, in NewJob's order (INSERT_COLUMNS). */
+const ROW_PARAMS = 13;
+const row = (db: JobsDatabase) => (p: (n: number) => string) =>
+  `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)})`;
+
 // PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
 const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Script<InsertedRow>>, "postgres"> = {
   // Multi-row VALUES: rows are inserted, and numbered, in input order. ON CONFLICT DO NOTHING
   // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
   sqlite: (db, rows) => `
     INSERT INTO ${db.table} (${INSERT_COLUMNS})
-    VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
+    VALUES ${valuesList(rows, ROW_PARAMS, row(db))}
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedup_key`,
   // INSERT IGNORE … RETURNING returns the inserted rows only, like ON CONFLICT DO NOTHING
@@ -21,7 +26,7 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Scrip
     executor.transaction(async (tx) => {
       const inserted = await tx.query<InsertedRow>(
         `INSERT IGNORE INTO ${db.table} (${INSERT_COLUMNS})
-         VALUES ${valuesList(rows, 10, (p) => `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)})`)}
+         VALUES ${valuesList(rows, ROW_PARAMS, row(db))}
          RETURNING id, idempotency_key, dedup_key`,
         params,
       );
@@ -36,6 +41,20 @@ export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
   return {
     sql: INSERT[db.dialect](db, jobs.length),
-    params: jobs.flatMap((j) => [j.queue, j.task, j.payload, j.priority, j.maxAttempts, j.delay, j.tenant, j.idempotencyKey, j.dedupKey, j.trace]),
+    params: jobs.flatMap((j) => [
+      j.queue,
+      j.task,
+      j.payload,
+      j.priority,
+      j.maxAttempts,
+      j.delay,
+      j.tenant,
+      j.idempotencyKey,
+      j.dedupKey,
+      j.trace,
+      j.group,
+      j.concurrencyKey,
+      j.maxSnoozes,
+    ]),
   };
 }

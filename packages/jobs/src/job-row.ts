@@ -19,6 +19,8 @@ const dateOrNull = (value: unknown): Date | null => (value === null || value ===
 const number = (value: unknown): number => Number(value);
 const text = (value: unknown): string => String(value);
 const textOrNull = (value: unknown): string | null => (value === null || value === undefined ? null : String(value));
+/** Group and concurrency keys are stored as '' when absent (the claim's indexes find them by equality). */
+const keyOrNull = (value: unknown): string | null => (value === null || value === undefined || value === "" ? null : String(value));
 /** Booleans arrive as true/false (pg) or 1/0 (SQLite, MariaDB). */
 const flag = (value: unknown): boolean => Boolean(Number(value));
 const json = (value: unknown, sql: Dialect): unknown => sql.readJson(value);
@@ -59,6 +61,10 @@ const COLUMNS = {
   locked_by: { decode: textOrNull },
   claim_token: { decode: text },
   trace_context: { decode: json },
+  group_key: { decode: keyOrNull },
+  concurrency_key: { decode: keyOrNull },
+  snoozes: { decode: number },
+  max_snoozes: { decode: number },
   /** Whether the run's attempt has been counted (a claimed job held unstarted has not). */
   started: { decode: flag, expression: (column: (name: string) => string) => `${column("started_at")} IS NOT NULL` },
 } satisfies Record<string, ColumnSpec>;
@@ -120,6 +126,10 @@ export const JOB_COLUMNS = [
   "locked_until",
   "heartbeat_at",
   "started_at",
+  "group_key",
+  "concurrency_key",
+  "snoozes",
+  "max_snoozes",
 ] as const satisfies readonly JobColumn[];
 
 export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
@@ -142,6 +152,10 @@ export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     startedAt: row.started_at,
+    group: row.group_key,
+    concurrencyKey: row.concurrency_key,
+    snoozes: row.snoozes,
+    maxSnoozes: row.max_snoozes,
   };
   switch (row.status) {
     case "pending":

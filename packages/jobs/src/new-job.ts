@@ -1,14 +1,15 @@
 import { JobError } from "./errors.js";
-import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, ENQUEUE_ITEM_KEYS, type JobOptions } from "./options.js";
+import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, ENQUEUE_ITEM_KEYS, type JobOptions } from "./options.js";
 import { toJsonText } from "./payload.js";
-import { checkInteger, checkName, checkOptionalKey, checkSeconds, checkTenant } from "./validate.js";
+import { MAX_FLOW_KEY_LENGTH, checkFlowKey, checkInteger, checkName, checkOptionalKey, checkSeconds, checkTenant } from "./validate.js";
 
 /** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
 const ITEM_KEY_SET = new Set(ENQUEUE_ITEM_KEYS);
 
 /** The jobs table's columns an insert fills, in the order of NewJob's values in every statement. */
-export const INSERT_COLUMNS = "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context";
+export const INSERT_COLUMNS =
+  "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context, group_key, concurrency_key, max_snoozes";
 
 /** One validated row, ready to insert. */
 export interface NewJob {
@@ -23,6 +24,11 @@ export interface NewJob {
   dedupKey: string | null;
   /** JSON of the enqueuing span's context (OpenTelemetry), or null. */
   trace: string | null;
+  /** The fair-share group ('' for none): the `group` option, else the tenant. */
+  group: string;
+  /** '' for none. */
+  concurrencyKey: string;
+  maxSnoozes: number;
 }
 
 /** What an insert returns for each row it wrote (a keyed job that conflicted returns none). */
@@ -70,6 +76,14 @@ export function prepareJob(task: unknown, payload: unknown, options: JobOptions,
       field("payload"),
     );
   }
+  const tenant = checkTenant(options.tenant, field("tenant"), "a job without a tenant");
+  const group = options.group === undefined ? "" : checkFlowKey(options.group, field("group"));
+  if (group === "" && tenant !== null && tenant.length > MAX_FLOW_KEY_LENGTH) {
+    throw new JobError(
+      `${field("tenant")} is the job's fair-share group and must then be at most ${MAX_FLOW_KEY_LENGTH} characters, got ${tenant.length}; give a shorter group`,
+      field("tenant"),
+    );
+  }
   return {
     task: checkedName(task, () => field("task")),
     queue: options.queue === undefined ? defaultQueue : checkedName(options.queue, () => field("queue")),
@@ -77,10 +91,13 @@ export function prepareJob(task: unknown, payload: unknown, options: JobOptions,
     priority: options.priority === undefined ? DEFAULT_PRIORITY : checkInteger(options.priority, field("priority"), -2_147_483_648),
     maxAttempts: options.maxAttempts === undefined ? DEFAULT_MAX_ATTEMPTS : checkInteger(options.maxAttempts, field("maxAttempts"), 1, 1_000_000),
     delay: options.availableIn === undefined ? DEFAULT_AVAILABLE_IN : checkDelay(options.availableIn, field("availableIn")),
-    tenant: checkTenant(options.tenant, field("tenant"), "a job without a tenant"),
+    tenant,
     idempotencyKey: options.idempotencyKey == null ? null : checkOptionalKey(options.idempotencyKey, field("idempotencyKey")),
     dedupKey: options.dedupKey == null ? null : checkOptionalKey(options.dedupKey, field("dedupKey")),
     trace: null,
+    group: group === "" ? (tenant ?? "") : group,
+    concurrencyKey: options.concurrencyKey === undefined ? "" : checkFlowKey(options.concurrencyKey, field("concurrencyKey")),
+    maxSnoozes: options.maxSnoozes === undefined ? DEFAULT_MAX_SNOOZES : checkInteger(options.maxSnoozes, field("maxSnoozes"), 0, 1_000_000),
   };
 }
 

@@ -14,6 +14,8 @@ export type DbLike = JobsDatabase | object;
 
 export const DEFAULT_QUEUE = "default";
 /** Total runs allowed, the first included. */
+/** Snoozes a job may take before it fails (enqueue's `maxSnoozes`). */
+export const DEFAULT_MAX_SNOOZES = 100;
 export const DEFAULT_MAX_ATTEMPTS = 1;
 export const DEFAULT_PRIORITY = 0;
 export const DEFAULT_AVAILABLE_IN = 0;
@@ -61,6 +63,19 @@ export interface JobOptions {
    * Leave it out for a job without a tenant; an empty or non-string tenant is a JobError.
    */
   tenant?: string;
+  /**
+   * The job's fair-share group: within a queue and priority, claims serve groups in weighted
+   * round-robin (`setGroupWeight`). Default: the tenant; jobs with neither form one group.
+   * At most 191 characters; empty = none.
+   */
+  group?: string;
+  /**
+   * The key its concurrency and rate limits apply to (`setLimit`), e.g. `smtp:ses` or `org:42`.
+   * Default none: a job without one is never held back by a limit. At most 191 characters; empty = none.
+   */
+  concurrencyKey?: string;
+  /** Snoozes allowed (see `snooze`) before the job fails saying so. Default 100. */
+  maxSnoozes?: number;
 }
 
 export interface EnqueueOptions extends JobOptions {
@@ -202,6 +217,9 @@ const JOB_KEYS: Record<keyof JobOptions, true> = {
   idempotencyKey: true,
   dedupKey: true,
   tenant: true,
+  group: true,
+  concurrencyKey: true,
+  maxSnoozes: true,
 };
 const PROCESS_KEYS: Record<keyof ProcessOptions, true> = { queue: true, db: true, lease: true, events: true, logger: true };
 

@@ -43,7 +43,9 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
   // Called from inside the application's own open transaction on a shared SQLite handle: a
   // claim would wait for that transaction to end, which waits for this call. Nothing to run.
   if (deps.db.executor.callerTransactionOpen?.()) return false;
-  const [job] = await claimJobs(deps.db, { queues: [queue], limit: 1, lease: deps.lease, workerId, start: 1 });
+  const {
+    jobs: [job],
+  } = await claimJobs(deps.db, { queues: [queue], limit: 1, lease: deps.lease, workerId, start: 1 });
   if (!job) return false;
   const info = jobInfo(job);
   deps.emitter.emit("job:claimed", { job: info });

@@ -30,6 +30,14 @@ interface JobFields {
   updatedAt: Date;
   /** When the latest run started (null before the first claim). */
   startedAt: Date | null;
+  /** Its fair-share group: the `group` it was enqueued with, else its tenant, else null. */
+  group: string | null;
+  /** The key its concurrency and rate limits apply to, or null. */
+  concurrencyKey: string | null;
+  /** How many times a run snoozed it (`snooze`): not failures, not attempts. */
+  snoozes: number;
+  /** Snoozes allowed before it fails. */
+  maxSnoozes: number;
 }
 
 export type PendingJob = JobFields & { status: "pending" };

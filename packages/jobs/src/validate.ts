@@ -28,6 +28,17 @@ export function checkOptionalKey(value: unknown, field: string): string | null {
   return value;
 }
 
+/** Fair-share groups and concurrency keys: MariaDB indexes them beside the queue name (at most 191 characters). */
+export const MAX_FLOW_KEY_LENGTH = 191;
+
+/** A group or concurrency key: absent or empty means none. */
+export function checkFlowKey(value: unknown, field: string): string {
+  const key = checkOptionalKey(value, field);
+  if (key === null) return "";
+  if (key.length > MAX_FLOW_KEY_LENGTH) throw new JobError(`${field} must be at most ${MAX_FLOW_KEY_LENGTH} characters, got ${key.length}`, field);
+  return key;
+}
+
 /**
  * A tenant given explicitly must name one: an empty or non-string value (an org id that was
  * never set) would otherwise read as "no tenant" and widen a scoped read to every tenant's

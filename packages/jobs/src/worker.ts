@@ -60,6 +60,9 @@ export class Worker {
   private readonly completing = new Map<string, number>();
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
+  /** The last claim was a fair one (see claim.ts): no prefetch. */
+  private fair = false;
+  private retryInMs: number | null = null;
   private idleAnnounced = false;
   private readonly waker = new Waker();
   private looping: Promise<void> = Promise.resolve();
@@ -149,7 +152,9 @@ export class Worker {
         (job) => this.lost(job, "start"),
         () => this.state !== "running",
       );
-      const size = concurrency + this.prefetch.target();
+      // Fair mode (queues with groups or limited keys): jobs held in a buffer would count as
+      // running for their group and key while idle, so a worker claims only what it can start.
+      const size = concurrency + (this.fair ? 0 : this.prefetch.target());
       const held = this.running.size + this.buffer.held;
       const capacity = size - held;
       // Claim in batches: wait until half the room is free, unless slots would sit idle.
@@ -159,10 +164,14 @@ export class Worker {
           const claimStarted = performance.now();
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
           const start = Math.max(0, concurrency - held);
-          const jobs = await claimJobs(this.db, { queues, limit: capacity, lease, workerId: this.id, start });
+          const claimed = await claimJobs(this.db, { queues, limit: capacity, lease, workerId: this.id, start });
+          const jobs = claimed.jobs;
           this.prefetch.claimTook(performance.now() - claimStarted);
           failures = 0;
-          if (jobs.length < capacity) this.mayHaveWork = false;
+          this.fair = claimed.fair;
+          this.retryInMs = claimed.retryInMs;
+          // A fair claim takes at most the free slots: fewer than `capacity` is not "no more work".
+          if (jobs.length < (claimed.fair ? start : capacity)) this.mayHaveWork = false;
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
           // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
           for (const job of jobs) {
@@ -181,7 +190,10 @@ export class Worker {
         this.idleAnnounced = true;
         this.emitter.emit("worker:idle", { workerId: this.id });
       }
-      await this.waker.sleep(this.settings.pollMs, () => (this.mayHaveWork = true));
+      // A job held back by its key's rate can start once a token refills: sleep until then, not a whole poll.
+      const sleepMs = this.retryInMs === null ? this.settings.pollMs : Math.min(this.settings.pollMs, Math.max(1, this.retryInMs));
+      this.retryInMs = null;
+      await this.waker.sleep(sleepMs, () => (this.mayHaveWork = true));
     }
   }
 

@@ -11,7 +11,7 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
   /** A job claimed by a worker that then died: a real claim whose lease nobody extends. */
   async function orphan(queue: string, maxAttempts: number): Promise<number> {
     const id = await enqueue("orphan", null, { db: t.db, queue, maxAttempts });
-    const [claimed] = await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 0.2, workerId: "dead-worker" });
+    const [claimed] = (await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 0.2, workerId: "dead-worker" })).jobs;
     expect(claimed!.id).toBe(id);
     await waitFor("the lease to expire", async () => {
       const job = await getJob(id, { db: t.db });

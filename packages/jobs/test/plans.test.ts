@@ -60,14 +60,14 @@ describe.each(backends().filter((b) => b.name === "postgres"))("query plans of t
   const indexScansOfJobs = (plan: PlanNode[]) => plan.filter((n) => /Index/.test(n["Node Type"]) && n["Relation Name"] === "jobs");
 
   it("claim, lease extension and completion of 130 jobs in a table of 20,000 use indexes, never a sequential scan of the table", async () => {
-    const jobs = await claimJobs(t.db, { queues: ["default"], limit: 130, start: 130, lease: 30, workerId: "plans" });
+    const jobs = (await claimJobs(t.db, { queues: ["default"], limit: 130, start: 130, lease: 30, workerId: "plans" })).jobs;
     expect(jobs).toHaveLength(130);
     const claimPlan = await planOfLast();
     expect(seqScansOfJobs(claimPlan)).toEqual([]);
     expect(indexScansOfJobs(claimPlan).length).toBeGreaterThanOrEqual(2); // the pending walk, then the rows by id
 
     // Several queues: one walk per queue (LATERAL), then the rows by id.
-    const more = await claimJobs(t.db, { queues: ["default", "other"], limit: 10, start: 10, lease: 30, workerId: "plans" });
+    const more = (await claimJobs(t.db, { queues: ["default", "other"], limit: 10, start: 10, lease: 30, workerId: "plans" })).jobs;
     expect(more).toHaveLength(10);
     const multiPlan = await planOfLast();
     expect(seqScansOfJobs(multiPlan)).toEqual([]);
@@ -112,7 +112,7 @@ describe.each(backends().filter((b) => b.name === "sqlite"))("query plans of the
   });
 
   it("completing 500 jobs reads the batch once and finds each job by its id", async () => {
-    const jobs = await claimJobs(t.db, { queues: ["default"], limit: 500, start: 500, lease: 30, workerId: "plans" });
+    const jobs = (await claimJobs(t.db, { queues: ["default"], limit: 500, start: 500, lease: 30, workerId: "plans" })).jobs;
     expect(jobs).toHaveLength(500);
     expect(
       (

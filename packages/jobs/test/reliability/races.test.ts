@@ -98,8 +98,8 @@ describe.each(backends())("races ($name)", (backend) => {
       Array.from({ length: expired + live }, (_, i) => ({ task: "lost", maxAttempts: i % 4 === 0 ? 1 : 3 })),
       { db: t.db, queue },
     );
-    const gone = await claimJobs(t.db, { queues: [queue], limit: expired, start: expired, lease: 0.001, workerId: "dead-worker" });
-    const kept = await claimJobs(t.db, { queues: [queue], limit: live, start: live, lease: 600, workerId: "live-worker" });
+    const gone = (await claimJobs(t.db, { queues: [queue], limit: expired, start: expired, lease: 0.001, workerId: "dead-worker" })).jobs;
+    const kept = (await claimJobs(t.db, { queues: [queue], limit: live, start: live, lease: 600, workerId: "live-worker" })).jobs;
     const lockedUntil = Math.max(
       ...(await Promise.all(gone.map(async (j) => ((await getJob(j.id, { db: t.db })) as { lockedUntil: Date }).lockedUntil.getTime()))),
     );

@@ -46,9 +46,9 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
     for (const staleFirst of [true, false]) {
       const queue = `pair-${staleFirst}`;
       const id = await enqueue("pair", null, { db: t.db, queue, maxAttempts: 5 });
-      const [stale] = await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" });
+      const [stale] = (await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" })).jobs;
       await reclaim({ db: t.db, lease: 0, queue });
-      const [fresh] = await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" });
+      const [fresh] = (await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" })).jobs;
       const runs = [
         { id, token: stale!.token, result: JSON.stringify("stale") },
         { id, token: fresh!.token, result: JSON.stringify("fresh") },

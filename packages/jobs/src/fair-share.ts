@@ -1,0 +1,102 @@
+/**
+ * Which ready jobs a fair claim takes: priorities first; among jobs of equal priority, weighted
+ * round-robin over groups counted in slots — the next job goes to the group with the fewest
+ * running jobs (those of every worker, buffered ones included) per unit of weight, counting the
+ * ones this claim already gave it, so a group with one ready job is served at the next claim
+ * whatever another group's backlog; within a group, `id` order. A job whose key has no slot or
+ * token left is passed over (its group's next job is considered), never waited for.
+ */
+
+/** A ready job the claim may take. */
+export interface Candidate {
+  id: number;
+  priority: number;
+  group: string;
+  key: string;
+}
+
+/** What a limited key allows this claim: free concurrency slots and whole tokens (Infinity when unlimited). */
+export interface KeyBudget {
+  slots: number;
+  tokens: number;
+}
+
+export interface FairShareInput {
+  candidates: readonly Candidate[];
+  /** Running jobs per group in the claimed queues. */
+  running: ReadonlyMap<string, number>;
+  /** Weight per group (default 1). */
+  weights: ReadonlyMap<string, number>;
+  /** Budget per limited key; a key not here is unlimited. */
+  budgets: ReadonlyMap<string, KeyBudget>;
+  limit: number;
+}
+
+export interface FairShareResult {
+  chosen: Candidate[];
+  /** Keys that had a ready job passed over for want of a token (their claim may retry once one refills). */
+  outOfTokens: Set<string>;
+  /** Ready jobs passed over because their key was at its limit or out of tokens. */
+  heldBack: number;
+}
+
+function byClaimOrder(a: Candidate, b: Candidate): number {
+  return b.priority - a.priority || a.id - b.id;
+}
+
+export function fairShare(input: FairShareInput): FairShareResult {
+  const queues = new Map<string, Candidate[]>();
+  for (const c of [...input.candidates].sort(byClaimOrder)) {
+    const list = queues.get(c.group);
+    if (list) list.push(c);
+    else queues.set(c.group, [c]);
+  }
+  const budgets = new Map([...input.budgets].map(([key, b]) => [key, { ...b }]));
+  const taken = new Map<string, number>();
+  const chosen: Candidate[] = [];
+  const outOfTokens = new Set<string>();
+  let heldBack = 0;
+  const heads = new Map<string, number>([...queues.keys()].map((g) => [g, 0]));
+
+  /** The group's next job its key can take, skipping (and counting) those it cannot. */
+  const head = (group: string): Candidate | null => {
+    const list = queues.get(group) as Candidate[];
+    let i = heads.get(group) as number;
+    while (i < list.length) {
+      const c = list[i] as Candidate;
+      const budget = budgets.get(c.key);
+      if (!budget || (budget.slots >= 1 && budget.tokens >= 1)) break;
+      if (budget.slots >= 1) outOfTokens.add(c.key);
+      heldBack++;
+      i++;
+    }
+    heads.set(group, i);
+    return list[i] ?? null;
+  };
+
+  while (chosen.length < input.limit) {
+    let best: { group: string; job: Candidate; load: number } | null = null;
+    for (const group of queues.keys()) {
+      const job = head(group);
+      if (!job) continue;
+      const load = ((input.running.get(group) ?? 0) + (taken.get(group) ?? 0) + 1) / (input.weights.get(group) ?? 1);
+      if (
+        best === null ||
+        job.priority > best.job.priority ||
+        (job.priority === best.job.priority && (load < best.load || (load === best.load && job.id < best.job.id)))
+      ) {
+        best = { group, job, load };
+      }
+    }
+    if (best === null) break;
+    chosen.push(best.job);
+    heads.set(best.group, (heads.get(best.group) as number) + 1);
+    taken.set(best.group, (taken.get(best.group) ?? 0) + 1);
+    const budget = budgets.get(best.job.key);
+    if (budget) {
+      budget.slots--;
+      budget.tokens--;
+    }
+  }
+  return { chosen, outOfTokens, heldBack };
+}

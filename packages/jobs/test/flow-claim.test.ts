@@ -1,0 +1,233 @@
+// The fair claim (fair-claim.ts): fair share between groups, concurrency and rate limits per
+// key, decided in the database on every backend. Limits and weights are written with SQL here
+// (setLimit/setGroupWeight have tests of their own), so these tests test the claim alone.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimJobs, type ClaimResult } from "../src/claim.js";
+import { completeRuns } from "../src/complete.js";
+import { enqueue, enqueueMany, getJob, JobError, reclaim, runWorker } from "../src/index.js";
+import { backends, deferred, uniqueName, waitFor, type TestDatabase } from "./helpers/backends.js";
+
+describe.each(backends())("the fair claim ($name)", (backend) => {
+  let t: TestDatabase;
+  beforeAll(async () => (t = await backend.create()));
+  afterAll(() => t.close());
+
+  const claim = (queue: string, start: number, limit = start): Promise<ClaimResult> =>
+    claimJobs(t.db, { queues: [queue], limit, start, lease: 60, workerId: uniqueName("w") });
+
+  async function limit(key: string, concurrency: number | null, rate?: { limit: number; perSeconds: number; burst?: number }): Promise<void> {
+    await t.sql(`DELETE FROM ${t.db.limitsTable} WHERE limit_key = $1`, [key]);
+    await t.sql(`INSERT INTO ${t.db.limitsTable} (limit_key, concurrency, rate_limit, rate_per_seconds, rate_burst) VALUES ($1, $2, $3, $4, $5)`, [
+      key,
+      concurrency,
+      rate?.limit ?? null,
+      rate?.perSeconds ?? null,
+      rate?.burst ?? null,
+    ]);
+  }
+
+  async function runningOf(key: string): Promise<number> {
+    const [row] = await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM {jobs} WHERE status = 'running' AND concurrency_key = $1`, [key]);
+    return Number(row!.n);
+  }
+
+  it("stores group (the tenant by default), concurrencyKey and maxSnoozes, and getJob reads them back", async () => {
+    const a = await enqueue("t", null, { db: t.db, tenant: "org-1" });
+    const b = await enqueue("t", null, { db: t.db, tenant: "org-1", group: "imports", concurrencyKey: "smtp:ses", maxSnoozes: 3 });
+    const c = await enqueue("t", null, { db: t.db });
+    expect(await getJob(a, { db: t.db })).toMatchObject({ group: "org-1", concurrencyKey: null, snoozes: 0, maxSnoozes: 100 });
+    expect(await getJob(b, { db: t.db })).toMatchObject({ group: "imports", concurrencyKey: "smtp:ses", maxSnoozes: 3 });
+    expect(await getJob(c, { db: t.db })).toMatchObject({ group: null, concurrencyKey: null });
+    const [d] = await enqueueMany([{ task: "t", group: "g", concurrencyKey: "k" }], { db: t.db });
+    expect(await getJob(d!, { db: t.db })).toMatchObject({ group: "g", concurrencyKey: "k" });
+  });
+
+  it("refuses a bad group, concurrency key or maxSnoozes, writing nothing", async () => {
+    const queue = uniqueName("bad");
+    for (const options of [{ group: 5 }, { concurrencyKey: "x".repeat(192) }, { maxSnoozes: -1 }, { maxSnoozes: 1.5 }, { tenant: "t".repeat(200) }]) {
+      await expect(enqueue("t", null, { db: t.db, queue, ...(options as object) })).rejects.toBeInstanceOf(JobError);
+    }
+    expect(await t.sql(`SELECT id FROM {jobs} WHERE queue = $1`, [queue])).toEqual([]);
+  });
+
+  it("a group with one ready job is served at the next claim, whatever another group's backlog", async () => {
+    const queue = uniqueName("fair");
+    await enqueueMany(
+      Array.from({ length: 200 }, () => ({ task: "t", tenant: "big" })),
+      { db: t.db, queue },
+    );
+    const small = await enqueue("t", null, { db: t.db, queue, tenant: "small" });
+    const first = await claim(queue, 1);
+    expect(first.fair).toBe(true);
+    expect(first.jobs.map((j) => j.tenant)).toEqual(["big"]);
+    // "big" now runs one job, "small" none: the next claim serves "small".
+    expect((await claim(queue, 1)).jobs.map((j) => j.id)).toEqual([small]);
+  });
+
+  it("a claim of several slots alternates between groups (weighted by setGroupWeight's table), priorities first", async () => {
+    const queue = uniqueName("rr");
+    await enqueueMany(
+      Array.from({ length: 10 }, () => ({ task: "t", group: "a" })),
+      { db: t.db, queue },
+    );
+    await enqueueMany(
+      Array.from({ length: 10 }, () => ({ task: "t", group: "b" })),
+      { db: t.db, queue },
+    );
+    const urgent = await enqueue("t", null, { db: t.db, queue, group: "b", priority: 10 });
+    const jobs = (await claim(queue, 5)).jobs;
+    expect(jobs[0]!.id).toBe(urgent);
+    const groups = await Promise.all(jobs.map(async (j) => (await getJob(j.id, { db: t.db }))!.group));
+    expect(groups.filter((g) => g === "a").length).toBe(3);
+    expect(groups.filter((g) => g === "b").length).toBe(2);
+
+    const weighted = uniqueName("weights");
+    await t.sql(`INSERT INTO ${t.db.groupsTable} (group_key, weight) VALUES ($1, 3)`, [`${weighted}-heavy`]);
+    await enqueueMany(
+      Array.from({ length: 10 }, () => ({ task: "t", group: `${weighted}-heavy` })),
+      { db: t.db, queue: weighted },
+    );
+    await enqueueMany(
+      Array.from({ length: 10 }, () => ({ task: "t", group: `${weighted}-light` })),
+      { db: t.db, queue: weighted },
+    );
+    const taken = (await claim(weighted, 8)).jobs;
+    const heavy = (await Promise.all(taken.map(async (j) => (await getJob(j.id, { db: t.db }))!.group))).filter((g) => g === `${weighted}-heavy`);
+    expect(heavy.length).toBe(6);
+  });
+
+  it("jobs without group or key form one group beside the others", async () => {
+    const queue = uniqueName("mixed");
+    await enqueueMany(
+      Array.from({ length: 20 }, () => ({ task: "t", group: "g" })),
+      { db: t.db, queue },
+    );
+    const plain = await enqueue("t", null, { db: t.db, queue });
+    const jobs = (await claim(queue, 2)).jobs;
+    expect(jobs.map((j) => j.id)).toContain(plain);
+  });
+
+  it("never lets more jobs of a key hold a lease than its limit; other keys are not held back", async () => {
+    const queue = uniqueName("limit");
+    const key = uniqueName("smtp");
+    await limit(key, 2);
+    await enqueueMany(
+      Array.from({ length: 6 }, () => ({ task: "t", concurrencyKey: key })),
+      { db: t.db, queue },
+    );
+    const other = await enqueue("t", null, { db: t.db, queue, concurrencyKey: uniqueName("free") });
+    const first = await claim(queue, 10);
+    expect(first.jobs.length).toBe(3);
+    expect(first.jobs.map((j) => j.id)).toContain(other);
+    expect(await runningOf(key)).toBe(2);
+    expect((await claim(queue, 10)).jobs).toEqual([]);
+    // A slot comes back with the run that held it, and only then.
+    const mine = first.jobs.find((j) => j.id !== other)!;
+    await completeRuns(t.db, [{ id: mine.id, token: mine.token, result: null }]);
+    expect((await claim(queue, 10)).jobs.length).toBe(1);
+    expect(await runningOf(key)).toBe(2);
+  });
+
+  it("a pattern gives each matching key its own limit; an exact key wins, then the longest pattern", async () => {
+    const queue = uniqueName("patterns");
+    const org = uniqueName("org");
+    await limit(`${org}:*`, 1);
+    await limit(`${org}:big*`, 3);
+    await limit(`${org}:bigger`, 2);
+    const keys = [`${org}:1`, `${org}:2`, `${org}:big1`, `${org}:bigger`];
+    for (const key of keys)
+      await enqueueMany(
+        Array.from({ length: 5 }, () => ({ task: "t", concurrencyKey: key })),
+        { db: t.db, queue },
+      );
+    await claim(queue, 50);
+    expect(await Promise.all(keys.map(runningOf))).toEqual([1, 1, 3, 2]);
+  });
+
+  it("lowering a limit pre-empts nothing: no new claim of the key until it is under the new limit", async () => {
+    const queue = uniqueName("lower");
+    const key = uniqueName("k");
+    await limit(key, 3);
+    await enqueueMany(
+      Array.from({ length: 6 }, () => ({ task: "t", concurrencyKey: key })),
+      { db: t.db, queue },
+    );
+    const held = (await claim(queue, 10)).jobs;
+    expect(held.length).toBe(3);
+    await limit(key, 1);
+    expect(await runningOf(key)).toBe(3);
+    await completeRuns(t.db, [{ id: held[0]!.id, token: held[0]!.token, result: null }]);
+    expect((await claim(queue, 10)).jobs).toEqual([]);
+    await completeRuns(
+      t.db,
+      held.slice(1).map((j) => ({ id: j.id, token: j.token, result: null })),
+    );
+    expect((await claim(queue, 10)).jobs.length).toBe(1);
+  });
+
+  it("a slot held by a lost worker comes back with its lease (reclaim), never before", async () => {
+    const queue = uniqueName("lost");
+    const key = uniqueName("k");
+    await limit(key, 1);
+    await enqueueMany(
+      Array.from({ length: 2 }, () => ({ task: "t", concurrencyKey: key, maxAttempts: 3 })),
+      { db: t.db, queue },
+    );
+    expect((await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 0.2, workerId: "dies" })).jobs.length).toBe(1);
+    expect((await claim(queue, 1)).jobs).toEqual([]);
+    await waitFor("the lease to run out", async () => (await reclaim({ db: t.db, queue, lease: 0.1 })).length > 0);
+    expect((await claim(queue, 1)).jobs.length).toBe(1);
+    expect(await runningOf(key)).toBe(1);
+  });
+
+  it("a rate limit takes tokens from a bucket the database refills; a held-back job says when to try again", async () => {
+    const queue = uniqueName("rate");
+    const key = uniqueName("api");
+    await limit(key, null, { limit: 2, perSeconds: 60, burst: 2 });
+    await enqueueMany(
+      Array.from({ length: 5 }, () => ({ task: "t", concurrencyKey: key })),
+      { db: t.db, queue },
+    );
+    const first = await claim(queue, 10);
+    expect(first.jobs.length).toBe(2);
+    const second = await claim(queue, 10);
+    expect(second.jobs).toEqual([]);
+    // One token per 30 s: the next start is about 30 s away, not a poll interval.
+    expect(second.retryInMs).toBeGreaterThan(20_000);
+    expect(second.retryInMs).toBeLessThanOrEqual(30_000);
+    const [job] = await t.sql<{ attempts: number | string }>(`SELECT attempts FROM {jobs} WHERE queue = $1 AND status = 'pending' ORDER BY id LIMIT 1`, [
+      queue,
+    ]);
+    expect(Number(job!.attempts)).toBe(0);
+  });
+
+  it("a worker keeps a key under its limit and runs every job", async () => {
+    const queue = uniqueName("worker");
+    const key = uniqueName("k");
+    await limit(key, 2);
+    await enqueueMany(
+      Array.from({ length: 12 }, (_, i) => ({ task: "t", concurrencyKey: key, payload: i })),
+      { db: t.db, queue },
+    );
+    let now = 0;
+    let most = 0;
+    let done = 0;
+    const finished = deferred();
+    const stop = new AbortController();
+    const worker = runWorker(
+      {
+        t: async () => {
+          most = Math.max(most, ++now);
+          await new Promise((r) => setTimeout(r, 20));
+          now--;
+          if (++done === 12) finished.resolve();
+        },
+      },
+      { db: t.db, queue, concurrency: 6, pollInterval: 0.05, signal: stop.signal },
+    );
+    await finished.promise;
+    stop.abort();
+    await worker;
+    expect(most).toBe(2);
+  });
+});
