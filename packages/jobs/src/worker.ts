@@ -223,6 +223,12 @@ export class Worker {
       this.error(error, "finishing a job");
     } finally {
       this.completing.delete(job.token);
+      // Fair mode: the slot of its key and group is free once this write has landed (the row is
+      // no longer running), not when the handler returned: claim again now.
+      if (this.fair) {
+        this.mayHaveWork = true;
+        this.waker.wake();
+      }
     }
   }
 
