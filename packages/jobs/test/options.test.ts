@@ -18,8 +18,33 @@ import { DEFAULT_LEASE_SECONDS as PUBLIC_DEFAULT_LEASE } from "../src/index.js";
 describe("the options module", () => {
   it("lists each interface's keys, in the order errors name them", () => {
     // The lists are built from Record<keyof Options, true>: tsc refuses a missing or foreign key.
-    expect(ENQUEUE_OPTION_KEYS).toEqual(["queue", "maxAttempts", "availableIn", "priority", "idempotencyKey", "dedupKey", "tenant", "db"]);
-    expect(ENQUEUE_ITEM_KEYS).toEqual(["task", "payload", "queue", "maxAttempts", "availableIn", "priority", "idempotencyKey", "dedupKey", "tenant"]);
+    expect(ENQUEUE_OPTION_KEYS).toEqual([
+      "queue",
+      "maxAttempts",
+      "availableIn",
+      "priority",
+      "idempotencyKey",
+      "dedupKey",
+      "tenant",
+      "group",
+      "concurrencyKey",
+      "maxSnoozes",
+      "db",
+    ]);
+    expect(ENQUEUE_ITEM_KEYS).toEqual([
+      "task",
+      "payload",
+      "queue",
+      "maxAttempts",
+      "availableIn",
+      "priority",
+      "idempotencyKey",
+      "dedupKey",
+      "tenant",
+      "group",
+      "concurrencyKey",
+      "maxSnoozes",
+    ]);
     expect(DRAIN_OPTION_KEYS).toEqual([...PROCESS_OPTION_KEYS, "maxJobs", "signal"]);
     expect(WORKER_OPTION_KEYS).toHaveLength(12);
   });

@@ -90,7 +90,12 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
     is: "(status, queue, group_key, concurrency_key, neg_priority, id)",
     reason: `${NO_PARTIAL_INDEXES}; it serves the plain claim too (see jobs_claim_plain) and column neg_priority`,
   },
-  { dialect: "mysql", object: "index jobs_key_running", is: "(status, concurrency_key)", reason: NO_PARTIAL_INDEXES },
+  {
+    dialect: "mysql",
+    object: "index jobs_key_running",
+    is: "(concurrency_key, status)",
+    reason: `${NO_PARTIAL_INDEXES}; key first, or statements that walk status = 'running' rows would pick it over jobs_running`,
+  },
   {
     dialect: "mysql",
     object: "column group_key",

@@ -85,7 +85,9 @@ export const mysqlMigrations: Migration[] = [
         ADD COLUMN IF NOT EXISTS max_snoozes INT NOT NULL DEFAULT 100 CHECK (max_snoozes >= 0)`,
       `UPDATE ${table} SET group_key = tenant WHERE tenant IS NOT NULL AND tenant <> '' AND status IN ('pending', 'running')`,
       `ALTER TABLE ${table} DROP INDEX IF EXISTS jobs_claim, ADD INDEX IF NOT EXISTS jobs_flow_claim (status, queue, group_key, concurrency_key, neg_priority, id)`,
-      `CREATE INDEX IF NOT EXISTS jobs_key_running ON ${table} (status, concurrency_key)`,
+      // Key first: with status first, MariaDB took it for the reclaim's and the lease keeper's
+      // status = 'running' walks (instead of jobs_running) and their locks crossed completions'.
+      `CREATE INDEX IF NOT EXISTS jobs_key_running ON ${table} (concurrency_key, status)`,
       `CREATE TABLE IF NOT EXISTS ${named("jobs_limits")} (
         limit_key VARCHAR(255) NOT NULL PRIMARY KEY,
         concurrency INT CHECK (concurrency >= 0),
