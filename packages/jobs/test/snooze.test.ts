@@ -66,16 +66,11 @@ describe.each(backends())("snooze ($name)", (backend) => {
   beforeAll(async () => (t = await backend.create()));
   afterAll(() => t.close());
 
-  /** The columns the assertions read straight from the table (Job.snoozes may not be exposed yet). */
+  /** What the assertions read: through getJob, the public reading. */
   async function row(id: number): Promise<{ status: string; attempts: number; snoozes: number; maxSnoozes: number; claimToken: string | null }> {
-    const [r] = await t.sql<Record<string, unknown>>("SELECT status, attempts, snoozes, max_snoozes, claim_token FROM {jobs} WHERE id = $1", [id]);
-    return {
-      status: String(r!.status),
-      attempts: Number(r!.attempts),
-      snoozes: Number(r!.snoozes),
-      maxSnoozes: Number(r!.max_snoozes),
-      claimToken: (r!.claim_token as string | null) ?? null,
-    };
+    const job = (await getJob(id, { db: t.db }))!;
+    const [r] = await t.sql<{ claim_token: string | null }>("SELECT claim_token FROM {jobs} WHERE id = $1", [id]);
+    return { status: job.status, attempts: job.attempts, snoozes: job.snoozes, maxSnoozes: job.maxSnoozes, claimToken: r!.claim_token ?? null };
   }
 
   /** Seconds from the database's now to the job's run_at. */
@@ -151,10 +146,8 @@ describe.each(backends())("snooze ($name)", (backend) => {
 
   it("maxSnoozes caps it: the snooze past the cap fails the job, saying how often, the cap and how to raise it", async () => {
     const queue = "capped";
-    const id = await enqueue("forever", null, { db: t.db, queue, maxAttempts: 5 });
-    expect((await row(id)).maxSnoozes).toBe(100); // the documented default
-    // Set in SQL rather than by the enqueue option, to test the cap whatever sets the column.
-    await t.sql("UPDATE {jobs} SET max_snoozes = 2 WHERE id = $1", [id]);
+    expect((await row(await enqueue("forever", null, { db: t.db, queue: "other" }))).maxSnoozes).toBe(100); // the documented default
+    const id = await enqueue("forever", null, { db: t.db, queue, maxAttempts: 5, maxSnoozes: 2 });
     const failed: WorkerEvents["job:failed"][] = [];
     const handlers = { forever: () => snooze(0, "still throttled") };
     const options = { db: t.db, queue, events: { "job:failed": (e: WorkerEvents["job:failed"]) => failed.push(e) } };
@@ -178,8 +171,7 @@ describe.each(backends())("snooze ($name)", (backend) => {
 
   it("maxSnoozes 0: the first snooze fails the job", async () => {
     const queue = "capped0";
-    const id = await enqueue("never", null, { db: t.db, queue });
-    await t.sql("UPDATE {jobs} SET max_snoozes = 0 WHERE id = $1", [id]);
+    const id = await enqueue("never", null, { db: t.db, queue, maxSnoozes: 0 });
     await processOne({ never: () => snooze(1) }, { db: t.db, queue });
     expect(await row(id)).toMatchObject({ status: "failed", snoozes: 0 });
     expect((await getJob(id, { db: t.db }))!.lastError).toContain("snoozed 0 times, its cap (maxSnoozes 0)");
@@ -238,6 +230,28 @@ describe.each(backends())("snooze ($name)", (backend) => {
     const wait = await secondsUntilRun(id);
     expect(wait).toBeGreaterThan(MAX_SNOOZE_SECONDS - 5);
     expect(wait).toBeLessThanOrEqual(MAX_SNOOZE_SECONDS);
+  });
+
+  it("a snoozed job under a concurrency limit frees its slot: the key's next job runs while it waits", async () => {
+    const queue = "limited";
+    const key = `crm:${backend.name}`;
+    await t.sql(`INSERT INTO ${t.db.limitsTable} (limit_key, concurrency) VALUES ($1, 1)`, [key]);
+    const first = await enqueue("crm", 1, { db: t.db, queue, concurrencyKey: key, group: "org:1" });
+    const second = await enqueue("crm", 2, { db: t.db, queue, concurrencyKey: key, group: "org:2" });
+    const ran: number[] = [];
+    const handlers = {
+      crm: (n: number) => {
+        ran.push(n);
+        if (n === 1) return snooze(60, "CRM rate limit");
+        return "synced";
+      },
+    };
+    expect(await processOne(handlers, { db: t.db, queue })).toBe(true);
+    expect(await row(first)).toMatchObject({ status: "pending", snoozes: 1, attempts: 0 });
+    expect(await processOne(handlers, { db: t.db, queue })).toBe(true);
+    expect(ran).toEqual([1, 2]);
+    expect(await row(second)).toMatchObject({ status: "done" });
+    expect(await processOne(handlers, { db: t.db, queue })).toBe(false); // the snoozed one is not due
   });
 
   it("drain snoozes every job it runs and stops when none is due", async () => {
