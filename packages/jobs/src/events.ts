@@ -12,7 +12,12 @@ export interface WorkerEvents {
   /** Taken back from a lost worker by this worker's sweep. */
   "job:reclaimed": { job: ReclaimedJob };
   /** A write of a run that no longer owns its job was refused. */
-  "job:fenced": { job: JobInfo; write: "start" | "complete" | "fail" | "release" | "heartbeat" | "checkpoint" };
+  "job:fenced": { job: JobInfo; write: "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" };
+  /**
+   * The handler snoozed (an error with `snoozeSeconds`, or `snooze()`): back to pending, due in
+   * `snoozeSeconds`, its attempt given back. `snoozes` counts this one.
+   */
+  "job:snoozed": { job: JobInfo; snoozeSeconds: number; snoozes: number };
   /** Handed back without consuming an attempt (shutdown). */
   "job:released": { job: JobInfo };
   "worker:started": { workerId: string; queues: readonly string[]; concurrency: number };

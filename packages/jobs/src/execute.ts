@@ -8,6 +8,7 @@ import { mayOverflowStatement, overStatementBudget } from "./packet.js";
 import { toJsonText } from "./payload.js";
 import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
 import type { RunDeps, RunOutcome } from "./settle.js";
+import { isReturnedSnooze, snoozeRequest } from "./snooze.js";
 import { withExecutionSpan } from "./telemetry.js";
 
 export function jobInfo(job: ClaimedJob): JobInfo {
@@ -62,8 +63,9 @@ async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db:
   try {
     value = await handler(job.payload, ctx);
   } catch (error) {
-    return { kind: "threw", error, permanent: isPermanent(error) };
+    return verdictOf(error);
   }
+  if (isReturnedSnooze(value)) return verdictOf(value);
   // The work is done but its result cannot be stored: running it again would not help, and a
   // completion the database refuses would only be written again and again.
   let result: string | null;
@@ -86,6 +88,15 @@ async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db:
     );
   }
   return { kind: "succeeded", result };
+}
+
+/** What a thrown (or returned) error asks for: a snooze wins over `retryable`; else a failure. */
+function verdictOf(error: unknown): RunOutcome {
+  const request = snoozeRequest(error);
+  if (request?.kind === "snooze") return { kind: "snoozed", error, seconds: request.seconds, asked: request.asked };
+  const outcome: RunOutcome = { kind: "threw", error, permanent: isPermanent(error) };
+  if (request?.kind === "invalid") outcome.notSnoozed = request.why;
+  return outcome;
 }
 
 /** A permanent failure whose message is the whole story: no stack from inside the queue. */

@@ -6,7 +6,9 @@ export type FailureOutcome =
   /** No attempt left, or the error said `retryable: false`. */
   | { kind: "fail" }
   /** Shutdown: back to pending now, and the attempt it used (if it had started) is given back. */
-  | { kind: "release" };
+  | { kind: "release" }
+  /** The handler snoozed: back to pending after `delay` seconds, its attempt given back, `snoozes` + 1. */
+  | { kind: "snooze"; delay: number };
 
 /**
  * One text on every backend, the clock being the dialect's. MariaDB assigns left to right,
@@ -17,7 +19,8 @@ function failSql(db: JobsDatabase): string {
   return `
     UPDATE ${db.table}
     SET status = CASE WHEN $3 = 'fail' THEN 'failed' ELSE 'pending' END,
-        attempts = CASE WHEN $3 = 'release' AND started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
+        attempts = CASE WHEN $3 IN ('release', 'snooze') AND started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
+        snoozes = CASE WHEN $3 = 'snooze' THEN snoozes + 1 ELSE snoozes END,
         run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE ${db.sql.nowPlus("$4")} END,
         last_error = COALESCE($5, last_error),
         finished_at = CASE WHEN $3 = 'fail' THEN ${now} END,
@@ -49,7 +52,17 @@ export function storableErrorText(text: string): string {
  * was no longer ours, and then nothing was written.
  */
 export async function failJob(db: JobsDatabase, id: number, token: string, outcome: FailureOutcome, error: string | null): Promise<boolean> {
-  const delay = outcome.kind === "retry" ? outcome.delay : 0;
+  const delay = outcome.kind === "retry" || outcome.kind === "snooze" ? outcome.delay : 0;
   const { rowCount } = await db.executor.query(failSql(db), [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)], "fail");
   return rowCount > 0;
+}
+
+/** How often a running job has snoozed and may snooze; null when `token` no longer holds it. */
+export async function readSnoozes(db: JobsDatabase, id: number, token: string): Promise<{ snoozes: number; maxSnoozes: number } | null> {
+  const { rows } = await db.executor.query<{ snoozes: number | string; max_snoozes: number | string }>(
+    `SELECT snoozes, max_snoozes FROM ${db.table} WHERE id = $1 AND claim_token = $2 AND status = 'running'`,
+    [id, token],
+  );
+  const row = rows[0];
+  return row ? { snoozes: Number(row.snoozes), maxSnoozes: Number(row.max_snoozes) } : null;
 }

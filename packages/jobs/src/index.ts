@@ -12,6 +12,7 @@ export { JobsDatabase, TABLE_NAME } from "./db/database.js";
 export type { DialectName } from "./db/executor.js";
 export { JobError } from "./errors.js";
 export { JobAbortedError } from "./abort.js";
+export { snooze, JobSnooze, MAX_SNOOZE_SECONDS } from "./snooze.js";
 export { retryDelaySeconds } from "./backoff.js";
 export { PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH } from "./priority.js";
 export type { WorkerEvents, WorkerEventName, WorkerListener, WorkerEventHandlers } from "./events.js";

@@ -4,13 +4,18 @@ import type { Completion } from "./complete.js";
 import type { JobsDatabase } from "./db/database.js";
 import { errorMessage } from "./errors.js";
 import type { WorkerEmitter } from "./events.js";
-import { failJob, type FailureOutcome } from "./fail.js";
+import { failJob, readSnoozes, type FailureOutcome } from "./fail.js";
 import { silentLogger, type Logger } from "./logger.js";
 import { refusedForItsValues } from "./refusals.js";
 import type { JobInfo } from "./types.js";
 
 /** What one run of a handler came to, before anything is written. */
-export type RunOutcome = { kind: "succeeded"; result: string | null } | { kind: "threw"; error: unknown; permanent: boolean };
+export type RunOutcome =
+  | { kind: "succeeded"; result: string | null }
+  /** `notSnoozed`: why an error that carried `snoozeSeconds` was not read as a snooze. */
+  | { kind: "threw"; error: unknown; permanent: boolean; notSnoozed?: string }
+  /** The handler asked to run again in `seconds` (`asked`: before MAX_SNOOZE_SECONDS shortened it). */
+  | { kind: "snoozed"; error: unknown; seconds: number; asked: number };
 
 /** What a run needs around it: the database, its lease, and where its events and logs go. */
 export interface RunDeps {
@@ -31,7 +36,7 @@ export interface SettleWrites {
   persist<T>(write: () => Promise<T>, during: string): Promise<T>;
 }
 
-/** One settle path for every runner: a run's outcome becomes done, retry, failed or fenced, with its events and logs. */
+/** One settle path for every runner: a run's outcome becomes done, retry, snoozed, failed or fenced, with its events and logs. */
 export async function settle(job: ClaimedJob, info: JobInfo, outcome: RunOutcome, durationMs: number, deps: RunDeps, writes: SettleWrites): Promise<void> {
   if (outcome.kind === "succeeded") {
     const kept = await writes.complete({ id: job.id, token: job.token, result: outcome.result });
@@ -45,7 +50,71 @@ export async function settle(job: ClaimedJob, info: JobInfo, outcome: RunOutcome
       deps.logger.debug({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, durationMs }, `job ${job.id} done`);
     return;
   }
+  if (outcome.kind === "snoozed") {
+    await writes.persist(() => recordSnooze(job, info, outcome, deps, durationMs), "recording a snooze");
+    return;
+  }
   await writes.persist(() => recordFailure(job, info, outcome, deps, durationMs), "recording a failure");
+}
+
+/**
+ * Writes a snooze: back to pending after the delay, the attempt this run used given back.
+ * Past the job's `max_snoozes` the job fails instead, so a handler that always snoozes ends.
+ * The count read first is exact: only the claim token's holder changes `snoozes`, and the
+ * write is fenced by that token.
+ */
+async function recordSnooze(
+  job: ClaimedJob,
+  info: JobInfo,
+  outcome: Extract<RunOutcome, { kind: "snoozed" }>,
+  deps: RunDeps,
+  durationMs: number,
+): Promise<void> {
+  const count = await readSnoozes(deps.db, job.id, job.token);
+  if (count === null) {
+    deps.emitter.emit("job:fenced", { job: info, write: "snooze" });
+    return;
+  }
+  if (count.snoozes >= count.maxSnoozes) {
+    await recordFailure(job, info, { kind: "threw", error: overSnoozed(count.snoozes, count.maxSnoozes, outcome), permanent: true }, deps, durationMs);
+    return;
+  }
+  if (!(await failJob(deps.db, job.id, job.token, { kind: "snooze", delay: outcome.seconds }, null))) {
+    deps.emitter.emit("job:fenced", { job: info, write: "snooze" });
+    return;
+  }
+  const snoozes = count.snoozes + 1;
+  deps.emitter.emit("job:snoozed", { job: info, snoozeSeconds: outcome.seconds, snoozes });
+  if (deps.logger !== silentLogger) {
+    const shortened = outcome.asked > outcome.seconds ? ` (asked ${outcome.asked}s, more than MAX_SNOOZE_SECONDS)` : "";
+    deps.logger.info(
+      {
+        jobId: job.id,
+        task: job.task,
+        queue: job.queue,
+        attempt: job.attempt,
+        durationMs,
+        snoozeSeconds: outcome.seconds,
+        snoozes,
+        reason: reasonOf(outcome.error),
+      },
+      `job ${job.id} (${job.task}) snoozed for ${outcome.seconds}s${shortened}, snooze ${snoozes} of at most ${count.maxSnoozes}`,
+    );
+  }
+}
+
+function reasonOf(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : errorMessage(error);
+}
+
+/** The failure a snooze past the cap becomes: the whole story in its message, no stack from inside the queue. */
+function overSnoozed(snoozes: number, maxSnoozes: number, outcome: Extract<RunOutcome, { kind: "snoozed" }>): Error {
+  const message =
+    `job snoozed ${snoozes} times, its cap (maxSnoozes ${maxSnoozes}), and asked to snooze again for ${outcome.seconds}s (${reasonOf(outcome.error)}); ` +
+    `failed instead of snoozing forever. If it legitimately waits this long, enqueue it with a higher maxSnoozes (enqueue(task, payload, { maxSnoozes }))`;
+  const error = new Error(message);
+  error.stack = `Error: ${message}`;
+  return error;
 }
 
 /** Hands a held or unfinished job back at shutdown, without using an attempt. */
@@ -64,7 +133,7 @@ async function recordFailure(
 ): Promise<void> {
   const willRetry = !outcome.permanent && job.attempt < job.maxAttempts;
   const delay = willRetry ? retryDelaySeconds(job.attempt) : null;
-  const message = errorMessage(outcome.error);
+  const message = outcome.notSnoozed === undefined ? errorMessage(outcome.error) : `${outcome.notSnoozed}\n${errorMessage(outcome.error)}`;
   const verdict: FailureOutcome = delay === null ? { kind: "fail" } : { kind: "retry", delay };
   let written: boolean;
   try {

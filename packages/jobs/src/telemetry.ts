@@ -43,6 +43,7 @@ interface Instruments {
   succeeded: Otel.Counter;
   failed: Otel.Counter;
   retried: Otel.Counter;
+  snoozed: Otel.Counter;
   reclaimed: Otel.Counter;
   duration: Otel.Histogram;
   wait: Otel.Histogram;
@@ -63,6 +64,7 @@ function instruments(otel: typeof Otel): Instruments {
         succeeded: meter.createCounter("forge_jobs.succeeded", { description: "Job runs that succeeded" }),
         failed: meter.createCounter("forge_jobs.failed", { description: "Job runs that failed (retried or not)" }),
         retried: meter.createCounter("forge_jobs.retried", { description: "Failed runs scheduled for another attempt" }),
+        snoozed: meter.createCounter("forge_jobs.snoozed", { description: "Runs that snoozed: back to pending, attempt given back" }),
         reclaimed: meter.createCounter("forge_jobs.reclaimed", { description: "Jobs taken back from lost workers" }),
         duration: meter.createHistogram("forge_jobs.execution.duration", { unit: "s", description: "Handler run time" }),
         wait: meter.createHistogram("forge_jobs.wait.duration", { unit: "s", description: "Time from runnable to started" }),
@@ -103,6 +105,7 @@ export function instrumentEmitter(emitter: WorkerEmitter): void {
     m.duration.record(e.durationMs / 1000, attributes(e.job));
   });
   emitter.on("job:retried", (e) => active() && instruments(otel).retried.add(1, attributes(e.job)));
+  emitter.on("job:snoozed", (e) => active() && instruments(otel).snoozed.add(1, attributes(e.job)));
   emitter.on("job:reclaimed", (e) => active() && instruments(otel).reclaimed.add(1, { ...attributes(e.job), "forge_jobs.status": e.job.status }));
 }
 

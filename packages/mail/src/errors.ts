@@ -16,6 +16,8 @@ export class MailPayloadError extends Error {
 
 export interface MailSendErrorDetails {
   retryable: boolean;
+  /** Seconds to wait before sending again, on a rate-limit reply; absent otherwise. */
+  snoozeSeconds?: number | undefined;
   /** nodemailer's error code (`ECONNECTION`, `ETIMEDOUT`, `EDNS`, `EENVELOPE`, …), or `EABORT`. */
   code?: string | undefined;
   /** The SMTP reply code, when the server answered (451, 550, …). */
@@ -29,11 +31,16 @@ export interface MailSendErrorDetails {
 
 /**
  * Sending failed. `retryable` (an own property) tells the queue whether another attempt
- * can help: true for network trouble and 4xx replies, false for 5xx replies.
+ * can help: true for network trouble and 4xx replies, false for 5xx replies. On a rate-limit
+ * reply it also has an own `snoozeSeconds`, which a queue that follows the structural
+ * protocol reads as "run this job again in that many seconds, without using an attempt".
  */
 export class MailSendError extends Error {
   override readonly name = "MailSendError";
   readonly retryable: boolean;
+  // `declare`: no own property at all unless set, since an own `snoozeSeconds` that is not
+  // a number would tell the queue this was a snooze gone wrong.
+  declare readonly snoozeSeconds?: number;
   readonly code: string | undefined;
   readonly responseCode: number | undefined;
   readonly response: string | undefined;
@@ -42,6 +49,7 @@ export class MailSendError extends Error {
   constructor(message: string, details: MailSendErrorDetails) {
     super(message, { cause: details.cause });
     this.retryable = details.retryable;
+    if (details.snoozeSeconds !== undefined) this.snoozeSeconds = details.snoozeSeconds;
     this.code = details.code;
     this.responseCode = details.responseCode;
     this.response = details.response;

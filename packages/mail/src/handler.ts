@@ -1,6 +1,6 @@
 import nodemailer from "nodemailer";
 import { sendWithSignal } from "./abort.js";
-import { classifySendError } from "./classify.js";
+import { classifySendError, DEFAULT_RATE_LIMIT_SNOOZE_SECONDS } from "./classify.js";
 import { MailPayloadError } from "./errors.js";
 import { normaliseMessage, toMessage, type MailMessage, type MailPayload, type NodemailerMessage } from "./payload.js";
 import { parseMailPayload } from "./validate.js";
@@ -43,6 +43,11 @@ export interface MailHandlerOptions {
   disableFileAccess?: boolean;
   /** Refuse attachments given by `href` (URLs the worker would fetch). Default false. */
   disableUrlAccess?: boolean;
+  /**
+   * Seconds a job waits (snoozes, attempts unchanged) after an SMTP rate-limit reply that
+   * states no delay of its own; `false` retries such replies like any 4xx. Default 60.
+   */
+  rateLimitSnooze?: number | false;
 }
 
 /** The job's result: small, JSON, enough to trace the message at the relay. */
@@ -92,6 +97,12 @@ function refuseDisabledReferences(payload: MailPayload, options: SendOptions): v
   });
 }
 
+function checkRateLimitSnooze(value: unknown): number | false {
+  if (value === undefined) return DEFAULT_RATE_LIMIT_SNOOZE_SECONDS;
+  if (value === false || (typeof value === "number" && Number.isFinite(value) && value >= 0)) return value;
+  throw new TypeError(`createMailHandler: rateLimitSnooze must be a number of seconds >= 0 or false; got ${String(value)}`);
+}
+
 function addresses(list: SentMessageInfo["accepted"]): string[] {
   return (list ?? []).map((entry) => (typeof entry === "string" ? entry : entry.address));
 }
@@ -109,6 +120,7 @@ export function createMailHandler(options: MailHandlerOptions): MailHandler {
   const transporter = toTransporter(options.transport);
   // Checked now so a bad default stops the worker at start-up, not every job.
   const defaults = options.defaults === undefined ? {} : parseMailPayload(normaliseMessage(options.defaults), { requireRecipient: false });
+  const rateLimitSnooze = checkRateLimitSnooze(options.rateLimitSnooze);
   const sendOptions: SendOptions = {
     disableFileAccess: options.disableFileAccess ?? false,
     disableUrlAccess: options.disableUrlAccess ?? false,
@@ -122,7 +134,7 @@ export function createMailHandler(options: MailHandlerOptions): MailHandler {
     try {
       info = await sendWithSignal(() => transporter.sendMail(message), ctx?.signal);
     } catch (error) {
-      throw classifySendError(error);
+      throw classifySendError(error, { rateLimitSnooze });
     }
     return {
       messageId: info.messageId ?? "",

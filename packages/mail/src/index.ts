@@ -17,7 +17,7 @@ export {
   type NodemailerMessage,
 } from "./payload.js";
 export { DEFAULT_MAX_ATTACHMENT_BYTES, isMailPayload } from "./validate.js";
-export { classifySendError, isRetryable } from "./classify.js";
+export { classifySendError, isRetryable, rateLimitSnoozeSeconds, DEFAULT_RATE_LIMIT_SNOOZE_SECONDS, type ClassifyOptions } from "./classify.js";
 export { MailPayloadError, MailSendError, type MailSendErrorDetails } from "./errors.js";
 export {
   createMailHandler,

@@ -13,6 +13,8 @@ export interface Delivered {
 }
 
 export interface SmtpBehaviour {
+  /** Refuse the connection with this reply instead of the greeting (e.g. 421 too many connections). */
+  connect?: Reply;
   /** Refuse MAIL FROM with this reply. */
   mailFrom?: Reply;
   /** Refuse a RCPT TO: return a reply for the addresses to refuse. */
@@ -57,7 +59,7 @@ export async function startSmtpServer(behaviour: SmtpBehaviour = {}): Promise<Te
     closeTimeout: 100,
     onConnect(_session, callback) {
       connections += 1;
-      callback();
+      callback(behaviour.connect ? smtpError(behaviour.connect) : undefined);
     },
     onClose() {
       const waiters = closeWaiters;
