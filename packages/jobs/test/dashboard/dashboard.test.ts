@@ -5,8 +5,8 @@ import { cancelJob, enqueue, getJob, processOne, type JobContext } from "../../s
 import { createDashboard } from "../../src/dashboard/index.js";
 import { escapeHtml } from "../../src/dashboard/escape.js";
 import { formatAge, progressBar } from "../../src/dashboard/render.js";
-import { formatDuration } from "../../src/dashboard/chart.js";
-import { recentActivity, waitTimes } from "../../src/dashboard/queries.js";
+import { recentActivity } from "../../src/dashboard/queries.js";
+import { formatDuration, waitTimes } from "../../src/wait-times.js";
 import { mysql as mysqlDialect } from "../../src/dialects/mysql.js";
 import { sqlite as sqliteDialect } from "../../src/dialects/sqlite.js";
 import { backends, deferred, waitFor, type Backend, type TestDatabase } from "../helpers/backends.js";
