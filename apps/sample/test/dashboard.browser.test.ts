@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import { getJob, processOne, type JobContext } from "@forge/jobs";
+import { getJob, processOne, setLimit, type JobContext } from "@forge/jobs";
 import { IMPORT_JOB_TASK } from "@forge/import-export";
 import { MAIL_JOB_TASK } from "@forge/mail";
 import { chromium, type Browser, type Page } from "playwright-core";
@@ -147,6 +147,16 @@ describe("the dashboard in headless Chromium (postgres)", () => {
     await expect(page.locator('tr[data-queue="mails"] td[data-wait="p50"]').textContent()).resolves.toMatch(/^\d+(\.\d)? (ms|s|min|h)$/);
     await expect(page.locator('tr[data-queue="mails"] td[data-wait="p95"]').textContent()).resolves.toMatch(/^\d+(\.\d)? (ms|s|min|h)$/);
     expect(await page.locator('figure[data-queue="imports"] svg.chart').isVisible()).toBe(true);
+
+    // Flow control: a limit stored from the API shows in the Limits panel, with its running and throttled jobs.
+    await setLimit("browser:smtp", { concurrency: 2, rate: { limit: 14, perSeconds: 1, burst: 20 } }, { db: env.db.jobs });
+    await page.reload();
+    const limit = page.locator('#limits tr[data-limit="browser:smtp"]');
+    expect(await limit.isVisible()).toBe(true);
+    expect(await limit.locator('td[data-count="running"]').textContent()).toBe("0");
+    expect(await limit.locator('td[data-count="throttled"]').textContent()).toBe("0");
+    expect(await limit.locator("td[data-limit-concurrency]").textContent()).toBe("2");
+    expect(await limit.locator("td[data-limit-rate]").textContent()).toBe("14 / 1 s (burst 20)");
 
     await mkdir(path.dirname(SCREENSHOT), { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });

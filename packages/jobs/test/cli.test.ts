@@ -1,11 +1,12 @@
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { access, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, getJob, processOne } from "../src/index.js";
+import { enqueue, getJob, listGroups, listLimits, processOne, setGroupWeight, setLimit } from "../src/index.js";
 import { claimJobs } from "../src/claim.js";
 import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
 
@@ -36,12 +37,15 @@ describe("forge-jobs CLI: usage", () => {
     expect(existsSync(BIN)).toBe(true);
   });
 
-  it.each(["init", "migrate", "status", "reclaim", "worker", "doctor", "prune"])("%s --help prints its usage and exits 0", async (command) => {
-    const result = await cli([command, "--help"]);
-    expect(result.code).toBe(0);
-    expect(result.stdout).toContain(`Usage: forge-jobs ${command}`);
-    expect(result.stdout).toContain("--database-url");
-  });
+  it.each(["init", "migrate", "status", "reclaim", "worker", "doctor", "prune", "limits", "groups"])(
+    "%s --help prints its usage and exits 0",
+    async (command) => {
+      const result = await cli([command, "--help"]);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain(`Usage: forge-jobs ${command}`);
+      expect(result.stdout).toContain("--database-url");
+    },
+  );
 
   it("an unknown command, an unknown option and a bad URL are one clear line with exit code 2", async () => {
     const unknown = await cli(["frobnicate"]);
@@ -68,6 +72,7 @@ describe("forge-jobs CLI: usage", () => {
         "001_forge_jobs_create_jobs.postgres.sql",
         "002_forge_jobs_add_started_at.postgres.sql",
         "003_forge_jobs_drop_recent_finished.postgres.sql",
+        "004_forge_jobs_flow_control.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
@@ -246,5 +251,109 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     expect(result.stdout).toMatch(/deleted [1-9]\d* finished job/);
     expect(await getJob(done, { db: t.db })).toBeNull();
     expect(await getJob(pending, { db: t.db })).not.toBeNull();
+  });
+
+  // Keyed jobs by SQL until the enqueue option `concurrencyKey` lands.
+  async function keyed(key: string, state: "running" | "ready"): Promise<number> {
+    const id = await enqueue("k", null, { db: t.db, queue: "cli-limits" });
+    await t.sql("UPDATE {jobs} SET concurrency_key = $1 WHERE id = $2", [key, id]);
+    if (state === "running") {
+      await t.sql(
+        `UPDATE {jobs} SET status = 'running', started_at = ${t.db.sql.now}, locked_until = ${t.db.sql.nowPlus("600")}, claim_token = $1 WHERE id = $2`,
+        [randomUUID(), id],
+      );
+    }
+    return id;
+  }
+
+  it("limits set stores a limit (concurrency, rate N/duration, burst), list shows it, rm removes it", async () => {
+    const set = await cli(["limits", "set", "cli:smtp", "--concurrency", "5", "--rate", "14/1", "--burst", "20", ...common]);
+    expect(set.stderr).toBe("");
+    expect(set.code).toBe(0);
+    expect(set.stdout).toBe("limit cli:smtp: 5 at once, 14 per 1 s (burst 20)\n");
+    expect((await cli(["limits", "set", "cli:org:*", "--rate", "600/1m", ...common])).code).toBe(0);
+    expect((await listLimits({ db: t.db })).filter((l) => l.key.startsWith("cli:"))).toEqual([
+      { key: "cli:org:*", concurrency: null, rate: { limit: 600, perSeconds: 60, burst: 600 }, running: 0, throttled: 0 },
+      { key: "cli:smtp", concurrency: 5, rate: { limit: 14, perSeconds: 1, burst: 20 }, running: 0, throttled: 0 },
+    ]);
+    await keyed("cli:smtp", "running");
+    const list = await cli(["limits", "list", ...common]);
+    expect(list.code).toBe(0);
+    const rows = list.stdout
+      .trim()
+      .split("\n")
+      .map((l) => l.trim().split(/\s+/));
+    expect(rows[0]).toEqual(["KEY", "RUNNING", "CONCURRENCY", "RATE", "BURST", "THROTTLED"]);
+    expect(rows).toContainEqual(["cli:org:*", "0", "-", "600/60s", "600", "0"]);
+    expect(rows).toContainEqual(["cli:smtp", "1", "5", "14/1s", "20", "0"]);
+    const json = await cli(["limits", "--json", ...common]);
+    expect(JSON.parse(json.stdout)).toContainEqual({
+      key: "cli:smtp",
+      concurrency: 5,
+      rate: { limit: 14, perSeconds: 1, burst: 20 },
+      running: 1,
+      throttled: 0,
+    });
+    const rm = await cli(["limits", "rm", "cli:org:*", ...common]);
+    expect([rm.code, rm.stdout]).toEqual([0, "removed the limit of cli:org:*\n"]);
+    const again = await cli(["limits", "rm", "cli:org:*", ...common]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toBe("forge-jobs limits: no limit stored for cli:org:*; nothing removed\n");
+    expect((await listLimits({ db: t.db })).map((l) => l.key)).not.toContain("cli:org:*");
+  });
+
+  it("limits set refuses bad input with one line and exit code 2, writing nothing", async () => {
+    const before = await listLimits({ db: t.db });
+    const cases: [string[], string][] = [
+      [["limits", "set", "bad"], "limits set needs --concurrency <n>, --rate <n>/<duration> or both"],
+      [["limits", "set", "bad", "--concurrency=-1"], "--concurrency must be a whole number ≥ 0"],
+      [["limits", "set", "bad", "--concurrency", "1.5"], "--concurrency must be a whole number ≥ 0"],
+      [["limits", "set", "bad", "--rate", "14"], "--rate must be <jobs>/<duration>"],
+      [["limits", "set", "bad", "--rate", "0/1s"], "rate.limit must be an integer from 1"],
+      [["limits", "set", "bad", "--rate", "5/0"], "rate.perSeconds must be a number of seconds > 0"],
+      [["limits", "set", "bad", "--concurrency", "1", "--burst", "3"], "--burst goes with --rate"],
+      [["limits", "set", "a*b", "--concurrency", "1"], 'key "a*b" has a "*" before its end'],
+      [["limits", "set", "--concurrency", "1"], "usage: forge-jobs limits set <key>"],
+      [["limits", "set", "a", "b", "--concurrency", "1"], "usage: forge-jobs limits set <key> (unexpected"],
+      [["limits", "frob"], 'unknown action "frob"'],
+      [["limits", "list", "--rat", "1"], "Unknown option '--rat'"],
+    ];
+    for (const [args, message] of cases) {
+      const result = await cli([...args, ...common]);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr.trim().split("\n"), args.join(" ")).toHaveLength(1);
+      expect(result.stderr, args.join(" ")).toContain(message);
+    }
+    expect(await listLimits({ db: t.db })).toEqual(before);
+  });
+
+  it("groups weight sets a weight and groups list shows it; a bad weight is exit code 2", async () => {
+    const set = await cli(["groups", "weight", "cli:acme", "3", ...common]);
+    expect([set.code, set.stdout]).toEqual([0, "group cli:acme: weight 3\n"]);
+    expect((await listGroups({ db: t.db })).find((g) => g.group === "cli:acme")).toMatchObject({ weight: 3 });
+    const list = await cli(["groups", ...common]);
+    expect(list.stdout.split("\n")[0]!.trim().split(/\s+/)).toEqual(["GROUP", "WEIGHT", "READY", "RUNNING", "WAIT_P50", "WAIT_P95"]);
+    expect(list.stdout).toMatch(/^cli:acme\s+3\s+0\s+0\s+—\s+—$/m);
+    for (const weight of ["0", "1.5", "x"]) {
+      const bad = await cli(["groups", "weight", "cli:acme", weight, ...common]);
+      expect(bad.code, weight).toBe(2);
+    }
+    expect((await listGroups({ db: t.db })).find((g) => g.group === "cli:acme")).toMatchObject({ weight: 3 });
+  });
+
+  it("status shows the limits (running, throttled) and the groups under the queues", async () => {
+    await setLimit("st:mail", { concurrency: 1 }, { db: t.db });
+    await keyed("st:mail", "running");
+    await keyed("st:mail", "ready");
+    await keyed("st:mail", "ready");
+    await setGroupWeight("st:group", 2, { db: t.db });
+    const result = await cli(["status", ...common]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^Limits \(/m);
+    expect(result.stdout).toMatch(/^st:mail\s+1\s+1\s+-\s+-\s+2$/m);
+    expect(result.stdout).toMatch(/^Groups \(/m);
+    expect(result.stdout).toMatch(/^st:group\s+2\s+0\s+0\s+—\s+—$/m);
+    // --json stays the queues' array that scripts read.
+    expect(Array.isArray(JSON.parse((await cli(["status", "--json", ...common])).stdout))).toBe(true);
   });
 });

@@ -6,7 +6,7 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { AggregationTemporality, MeterProvider, MetricReader, type DataPoint, type Histogram } from "@opentelemetry/sdk-metrics";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createWorker, enqueue, enqueueMany, observeQueueDepth, processOne, type Logger } from "../src/index.js";
+import { createWorker, enqueue, enqueueMany, JobError, observeFlowControl, observeQueueDepth, processOne, setLimit, type Logger } from "../src/index.js";
 import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 class TestReader extends MetricReader {
@@ -140,6 +140,26 @@ describe.each(backends())("observability ($name)", (backend) => {
     try {
       expect(await metricValue("forge_jobs.queue.ready", { "forge_jobs.queue": queue })).toBe(2);
       expect(await metricValue("forge_jobs.queue.running", { "forge_jobs.queue": queue })).toBe(0);
+    } finally {
+      stop();
+    }
+  });
+
+  it("observes flow control (running and throttled per stored limit) as gauges read from the database", async () => {
+    const key = `gauge-${backend.name}:smtp`;
+    await setLimit(key, { concurrency: 1 }, { db: t.db });
+    // Keyed jobs by SQL until the enqueue option `concurrencyKey` lands: one running, two ready.
+    const ids = await enqueueMany([{ task: "k" }, { task: "k" }, { task: "k" }], { db: t.db, queue: `flow-gauged-${backend.name}` });
+    for (const id of ids) await t.sql("UPDATE {jobs} SET concurrency_key = $1 WHERE id = $2", [key, id]);
+    await t.sql(
+      `UPDATE {jobs} SET status = 'running', started_at = ${t.db.sql.now}, locked_until = ${t.db.sql.nowPlus("600")}, claim_token = $1 WHERE id = $2`,
+      ["6f1c1a52-8d7e-4d0e-9a53-0f4f8f0c2b11", ids[0]],
+    );
+    expect(() => observeFlowControl({ db: t.db, interval: 5 } as never)).toThrow(JobError);
+    const stop = observeFlowControl({ db: t.db });
+    try {
+      expect(await metricValue("forge_jobs.limit.running", { "forge_jobs.limit_key": key })).toBe(1);
+      expect(await metricValue("forge_jobs.limit.throttled", { "forge_jobs.limit_key": key })).toBe(2);
     } finally {
       stop();
     }

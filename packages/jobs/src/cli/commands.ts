@@ -11,6 +11,8 @@ import { statusCounts } from "../status.js";
 import type { Handlers } from "../types.js";
 import { createWorker } from "../worker.js";
 import { timerMs } from "../timers.js";
+import { flowOverview } from "../flow-overview.js";
+import { renderFlow } from "./flow-tables.js";
 import { renderStatus } from "./table.js";
 import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";
 
@@ -99,7 +101,7 @@ export async function status(p: Parsed, io: Io): Promise<void> {
   try {
     if (watch === undefined) {
       const statuses = await read();
-      io.out(p.values.json ? JSON.stringify(statuses, null, 2) + "\n" : renderStatus(statuses));
+      io.out(p.values.json ? JSON.stringify(statuses, null, 2) + "\n" : renderStatus(statuses) + renderFlow(await flowOverview(db)));
       return;
     }
     const seconds = watch === true ? 2 : (parseNumber(watch as string, "--watch") ?? 2);
@@ -112,7 +114,7 @@ export async function status(p: Parsed, io: Io): Promise<void> {
         const statuses = await read();
         const body = p.values.json
           ? JSON.stringify({ at: new Date().toISOString(), queues: statuses }) + "\n"
-          : `\x1b[2J\x1b[H${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}`;
+          : `\x1b[2J\x1b[H${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}${renderFlow(await flowOverview(db))}`;
         io.out(body);
         await new Promise<void>((r) => {
           const timer = setTimeout(r, timerMs(seconds * 1000));

@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { JobError } from "../errors.js";
 import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, status, type Io, type Parsed } from "./commands.js";
+import { groupsCommand, limitsCommand } from "./flow.js";
 import { HELP, ProblemsFound, UsageError } from "./usage.js";
 
 const COMMON = {
@@ -26,7 +27,15 @@ const COMMANDS = {
   },
   doctor: { run: doctor, options: { handlers: { type: "string" } } },
   prune: { run: runPrune, options: { "older-than": { type: "string" } } },
+  limits: {
+    run: limitsCommand,
+    options: { json: { type: "boolean" }, concurrency: { type: "string" }, rate: { type: "string" }, burst: { type: "string" } },
+  },
+  groups: { run: groupsCommand, options: { json: { type: "boolean" } } },
 } as const;
+
+/** Commands that take words after their name: a module path, or an action and its arguments. */
+const POSITIONAL = new Set(["worker", "limits", "groups"]);
 
 /** Runs the CLI; returns the exit code (0 ok, 1 problems or a failure, 2 a usage error). */
 export async function main(argv: string[], io: Io): Promise<number> {
@@ -48,7 +57,7 @@ export async function main(argv: string[], io: Io): Promise<number> {
         : rest;
     let parsed: Parsed;
     try {
-      parsed = parseArgs({ args, options: { ...COMMON, ...command.options }, allowPositionals: name === "worker", strict: true }) as Parsed;
+      parsed = parseArgs({ args, options: { ...COMMON, ...command.options }, allowPositionals: POSITIONAL.has(name), strict: true }) as Parsed;
     } catch (error) {
       throw new UsageError((error as Error).message.split("\n")[0]);
     }

@@ -21,6 +21,8 @@ Commands:
   worker    run a worker with the handlers exported by a module
   doctor    check the schema, stuck jobs and tasks without handlers
   prune     delete finished jobs older than a duration
+  limits    list, set or remove concurrency and rate limits per key
+  groups    list fair-share groups, or set a group's weight
 
 Run 'forge-jobs <command> --help' for a command's options.${COMMON_OPTIONS}`,
   init: `Usage: forge-jobs init [--dir <folder>] [--dialect postgres|sqlite|mysql]
@@ -34,7 +36,10 @@ Applies the pending migrations and records them; running it twice changes nothin
   status: `Usage: forge-jobs status [--queue <name>] [--json] [--watch [seconds]]
 
 Counts per queue. READY is pending and runnable now: a job delayed by availableIn or by a
-retry backoff is PENDING but not READY. Read-only: it changes nothing.
+retry backoff is PENDING but not READY. Under the queues, when there are any: the limits
+(running and throttled jobs per limit, as forge-jobs limits list) and the fair-share groups
+(ready, running, wait p50/p95 over the last 5 minutes, as forge-jobs groups list); these span
+every queue. --json prints the queues only. Read-only: it changes nothing.
   --queue <name>     one queue only
   --json             machine-readable output
   --watch [seconds]  redraw every N seconds (default 2) until Ctrl-C${COMMON_OPTIONS}`,
@@ -59,6 +64,32 @@ For a TypeScript module run: node --import tsx $(which forge-jobs) worker ./hand
 
 Checks that the schema is applied and current, that no job is stuck past its lease, and —
 with --handlers — that every queued task has a handler. Exit code 1 when a check fails.${COMMON_OPTIONS}`,
+  limits: `Usage: forge-jobs limits [list] [--json]
+       forge-jobs limits set <key> [--concurrency <n>] [--rate <n>/<duration>] [--burst <n>]
+       forge-jobs limits rm <key>
+
+Limits of the jobs that carry a concurrency key, stored in the database: every worker applies
+them at its next claim. <key> is exact (smtp:ses) or a prefix pattern ending in * (org:*)
+that gives each matching key its own limit; an exact key wins over patterns, the longest
+pattern over shorter ones (quote patterns in the shell: 'org:*').
+  list                 KEY RUNNING CONCURRENCY RATE BURST THROTTLED (read-only); THROTTLED
+                       counts ready jobs the limit or the rate holds back now
+  set                  store a key's limit, replacing the one it had: a setting left out
+                       means no such limit. Lowering a limit stops no running job
+  --concurrency <n>    at most n jobs of the key hold a lease at once (0 pauses the key)
+  --rate <n>/<d>       at most n starts per duration d (14/1s, 600/1m, 100/h; 14/1 = per second)
+  --burst <n>          starts allowed at once after a pause (default: the rate's n)
+  rm                   remove a key's limit (exit code 1 when it had none)
+  --json               list as JSON${COMMON_OPTIONS}`,
+  groups: `Usage: forge-jobs groups [list] [--json]
+       forge-jobs groups weight <group> <n>
+
+Fair-share groups (a job's group, else its tenant). Within a queue and priority, groups with
+ready jobs are served in weighted round-robin.
+  list                 GROUP WEIGHT READY RUNNING WAIT_P50 WAIT_P95 (read-only); the wait is
+                       from due to started, over jobs started in the last 5 minutes
+  weight               set a group's weight (an integer ≥ 1; 1 is the default)
+  --json               list as JSON${COMMON_OPTIONS}`,
   prune: `Usage: forge-jobs prune --older-than <duration>
 
 Deletes done, failed and cancelled jobs that finished more than <duration> ago

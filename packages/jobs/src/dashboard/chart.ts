@@ -1,5 +1,6 @@
 import { html, type Html } from "./escape.js";
-import { CHART_MINUTES, type Throughput, type WaitTimes } from "./queries.js";
+import { formatDuration, type WaitTimes } from "../wait-times.js";
+import { CHART_MINUTES, type Throughput } from "./queries.js";
 
 // Inline SVG, drawn on the server: no script, no external asset, nothing for the CSP to allow.
 const DONE_FILL = "#2e7d32";
@@ -12,21 +13,6 @@ const PLOT_HEIGHT = 80;
 const BOTTOM = TOP + PLOT_HEIGHT;
 const WIDTH = LEFT + CHART_MINUTES * SLOT + 8;
 const HEIGHT = BOTTOM + 16;
-
-/** 850 → "850 ms", 30_040 → "30 s", 150_000 → "2.5 min", 7_200_000 → "2.0 h"; "—" when there is nothing to show. */
-export function formatDuration(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined || !Number.isFinite(ms)) return "—";
-  const value = Math.max(0, ms);
-  if (value < 999.5) return `${Math.round(value)} ms`;
-  if (value < 59_950) return `${scaled(value / 1000)} s`;
-  if (value < 3_597_000) return `${scaled(value / 60_000)} min`;
-  return `${scaled(value / 3_600_000)} h`;
-}
-
-/** One decimal under 10, whole numbers above. */
-function scaled(n: number): string {
-  return n < 9.95 ? n.toFixed(1) : String(Math.round(n));
-}
 
 /** "14:07 UTC" for a minute since the epoch. */
 function minuteLabel(minute: number): string {

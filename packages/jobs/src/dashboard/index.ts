@@ -3,6 +3,7 @@ import { cancelJob, retryJob } from "../admin.js";
 import { resolveDb, type DbLike } from "../connect.js";
 import { JobsDatabase } from "../db/database.js";
 import { JobError } from "../errors.js";
+import { flowOverview } from "../flow-overview.js";
 import { statusCounts } from "../status.js";
 import { escapeHtml } from "./escape.js";
 import { CSRF_FIELD, Csrf, readCookie } from "./csrf.js";
@@ -76,9 +77,10 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   const db = adopt(options.db);
 
   async function page(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const [queues, activity, running, pending, failed] = [
+    const [queues, activity, flow, running, pending, failed] = [
       await statusCounts({ db }),
       await recentActivity(db),
+      await flowOverview(db),
       await latestJobs(db, "running", listLimit),
       await latestJobs(db, "pending", listLimit),
       await latestJobs(db, "failed", listLimit),
@@ -94,6 +96,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       now: new Date(),
       queues,
       activity,
+      flow,
       running,
       pending,
       failed,

@@ -2,6 +2,7 @@ import type { JobsDatabase } from "../db/database.js";
 import { columnList, decodeRow, toDate, type JobColumn } from "../job-row.js";
 import { forDialect, type PerDialect } from "../sql.js";
 import type { JobStatus } from "../types.js";
+import { waitTimes, type WaitTimes } from "../wait-times.js";
 
 /** One row of a dashboard list: what the page shows, nothing more. */
 export interface JobSummary {
@@ -72,13 +73,6 @@ export const WAIT_SAMPLE = 5000;
 export interface Throughput {
   done: number[];
   failed: number[];
-}
-
-/** Wait before start (`started_at - run_at`), in milliseconds, over `sample` jobs started in the chart's window. */
-export interface WaitTimes {
-  p50: number;
-  p95: number;
-  sample: number;
 }
 
 /** What the chart shows, per queue, read by the database clock. */
@@ -199,20 +193,6 @@ async function waits(db: JobsDatabase, clock: MinuteClock, sample: number): Prom
     else byQueue.set(row.queue, [wait]);
   }
   return new Map([...byQueue].map(([queue, list]) => [queue, waitTimes(list)]));
-}
-
-/** p50 and p95 of `values` (linear interpolation between the closest ranks, as percentile_cont). */
-export function waitTimes(values: number[]): WaitTimes {
-  const sorted = [...values].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 0.5), p95: percentile(sorted, 0.95), sample: sorted.length };
-}
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  const at = (sorted.length - 1) * p;
-  const low = Math.floor(at);
-  const high = Math.ceil(at);
-  return sorted[low]! + (sorted[high]! - sorted[low]!) * (at - low);
 }
 
 /** Throughput per minute and wait-time percentiles per queue over the last CHART_MINUTES minutes. Read-only. */

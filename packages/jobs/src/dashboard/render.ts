@@ -1,6 +1,8 @@
 import type { QueueStatus } from "../types.js";
 import { chartLegend, throughputChart, waitCells } from "./chart.js";
+import type { FlowOverview } from "../flow-overview.js";
 import { html, shortJson, type Html } from "./escape.js";
+import { flowSections } from "./flow.js";
 import type { JobSummary, RecentActivity } from "./queries.js";
 
 export type Notice = "retried" | "not-retried" | "retry-held" | "cancelled" | "not-cancelled";
@@ -17,6 +19,8 @@ export interface PageModel {
   queues: QueueStatus[];
   /** Throughput per minute and wait times over the last hour, by the database clock. */
   activity: RecentActivity;
+  /** Limits and groups; null on a schema without flow control. */
+  flow: FlowOverview | null;
   running: JobSummary[];
   pending: JobSummary[];
   failed: JobSummary[];
@@ -143,6 +147,7 @@ export function renderPage(model: PageModel): string {
 <main>${notice}
 <section><h2>Queues</h2>${queuesTable(model.queues, model.activity)}</section>
 ${activitySection(model.queues, model.activity)}
+${flowSections(model.flow)}
 ${list(
   "running",
   "Running",

@@ -1,12 +1,13 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cancelJob, enqueue, getJob, processOne, type JobContext } from "../../src/index.js";
+import { randomUUID } from "node:crypto";
+import { cancelJob, enqueue, getJob, processOne, setGroupWeight, setLimit, type JobContext } from "../../src/index.js";
 import { createDashboard } from "../../src/dashboard/index.js";
 import { escapeHtml } from "../../src/dashboard/escape.js";
 import { formatAge, progressBar } from "../../src/dashboard/render.js";
-import { formatDuration } from "../../src/dashboard/chart.js";
-import { recentActivity, waitTimes } from "../../src/dashboard/queries.js";
+import { recentActivity } from "../../src/dashboard/queries.js";
+import { formatDuration, waitTimes } from "../../src/wait-times.js";
 import { mysql as mysqlDialect } from "../../src/dialects/mysql.js";
 import { sqlite as sqliteDialect } from "../../src/dialects/sqlite.js";
 import { backends, deferred, waitFor, type Backend, type TestDatabase } from "../helpers/backends.js";
@@ -451,6 +452,50 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     } finally {
       await new Promise((resolve) => mounted.close(resolve));
     }
+  });
+
+  it("shows a Limits panel (running, concurrency, rate, throttled per limit) and a Groups panel (weight, ready, running, wait p50/p95)", async () => {
+    expect(section((await load()).body, "limits")).toContain("No limits set");
+    expect((await load()).body).not.toContain('<section id="groups">');
+    // Keyed and grouped jobs by SQL until the enqueue options `concurrencyKey` and `group` land.
+    const job = async (key: string, group: string, running: boolean) => {
+      const id = await enqueue("flow", null, { db: t.db, queue: "flow-q" });
+      await t.sql("UPDATE {jobs} SET concurrency_key = $1, group_key = $2 WHERE id = $3", [key, group, id]);
+      if (running) {
+        await t.sql(
+          `UPDATE {jobs} SET status = 'running', run_at = ${AGO[backend.name](3)}, started_at = ${AGO[backend.name](1)}, locked_until = ${t.db.sql.nowPlus("600")}, claim_token = $1 WHERE id = $2`,
+          [randomUUID(), id],
+        );
+      }
+    };
+    await setLimit("smtp:ses", { concurrency: 1, rate: { limit: 14, perSeconds: 1 } }, { db: t.db });
+    await setLimit("org:*", { concurrency: 2 }, { db: t.db });
+    await setLimit(`esc:${SCRIPT}`, { concurrency: 1 }, { db: t.db });
+    await job("smtp:ses", "acme", true);
+    await job("smtp:ses", "acme", false);
+    await job("smtp:ses", "acme", false);
+    await job("org:1", "", true);
+    await job("org:2", "", false);
+    await setGroupWeight("acme", 3, { db: t.db });
+    const { body } = await load();
+    const limits = section(body, "limits");
+    const row = (key: string) => new RegExp(`<tr data-limit="${escapeHtml(key).replace(/[*]/g, "\\*")}">([\\s\\S]*?)</tr>`).exec(limits)?.[1] ?? "";
+    const cells = (key: string) => ({
+      running: Number(/data-count="running">(\d+)</.exec(row(key))?.[1]),
+      throttled: Number(/data-count="throttled">(\d+)</.exec(row(key))?.[1]),
+      concurrency: /data-limit-concurrency(?:="\d+")?>([^<]*)</.exec(row(key))?.[1],
+      rate: /data-limit-rate(?:="[^"]*")?[^>]*>([^<]*)</.exec(row(key))?.[1],
+    });
+    expect(cells("smtp:ses")).toEqual({ running: 1, throttled: 2, concurrency: "1", rate: "14 / 1 s (burst 14)" });
+    expect(cells("org:*")).toEqual({ running: 1, throttled: 0, concurrency: "2 per key", rate: "—" });
+    expect(limits).not.toContain(SCRIPT);
+    expect(limits).toContain(escapeHtml(`esc:${SCRIPT}`));
+    const groups = section(body, "groups");
+    const acme = /<tr data-group="acme">([\s\S]*?)<\/tr>/.exec(groups)?.[1] ?? "";
+    expect(/data-weight>(\d+)</.exec(acme)?.[1]).toBe("3");
+    expect(/data-count="ready">(\d+)</.exec(acme)?.[1]).toBe("2");
+    expect(/data-count="running">(\d+)</.exec(acme)?.[1]).toBe("1");
+    expect(/data-wait="p50" data-ms="(\d+)">2\.0 s</.exec(acme)?.[1]).toBe("2000");
   });
 
   it("lists at most 20 jobs per section, newest first", async () => {
