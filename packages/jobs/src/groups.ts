@@ -2,7 +2,7 @@ import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { toDate } from "./job-row.js";
-import { checkFlowKey, compareKeys } from "./limits.js";
+import { checkFlowName, compareKeys } from "./limits.js";
 import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
 import { forDialect, type PerDialect } from "./sql.js";
 import { checkInteger } from "./validate.js";
@@ -47,7 +47,7 @@ const UPSERT_WEIGHT: PerDialect<(db: JobsDatabase) => string> = {
  */
 export async function setGroupWeight(group: string, weight: number, options: DatabaseOptions = {}): Promise<void> {
   checkOptions(options, DATABASE_OPTION_KEYS, "setGroupWeight");
-  const key = checkFlowKey(group, "group", "setGroupWeight");
+  const key = checkFlowName(group, "group", "setGroupWeight");
   const checked = checkInteger(weight, "weight", 1);
   const db = resolveDb(options.db);
   if (checked === DEFAULT_GROUP_WEIGHT) {

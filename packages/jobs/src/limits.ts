@@ -5,15 +5,9 @@ import { keyUsage, throttledNow } from "./limit-usage.js";
 import { isPattern, LIMIT_COLUMNS, ruleFor, toRule, type LimitRow, type RateLimit } from "./limit-rules.js";
 import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
 import { forDialect, type PerDialect } from "./sql.js";
-import { checkInteger, checkKnownOptions, checkName, describe } from "./validate.js";
+import { MAX_FLOW_KEY_LENGTH, checkInteger, checkKnownOptions, checkName, describe } from "./validate.js";
 
 export type { RateLimit } from "./limit-rules.js";
-
-/**
- * Limit keys and group names are the primary keys of their tables and equal to a job's
- * `concurrency_key` / `group_key`: MariaDB indexes those as VARCHAR(191) (utf8mb4).
- */
-export const MAX_FLOW_KEY_LENGTH = 191;
 
 /** What `setLimit` takes: at least one of the two. An omitted one means no such limit. */
 export interface LimitSettings {
@@ -48,7 +42,7 @@ const RATE_KEYS = ["limit", "perSeconds", "burst"] as const;
 
 /** A limit key: exact, or a prefix pattern whose only `*` is its last character. */
 export function checkLimitKey(value: unknown, where: string): string {
-  const key = checkFlowKey(value, "key", where);
+  const key = checkFlowName(value, "key", where);
   const star = key.indexOf("*");
   if (star !== -1 && star !== key.length - 1) {
     throw new JobError(
@@ -59,8 +53,8 @@ export function checkLimitKey(value: unknown, where: string): string {
   return key;
 }
 
-/** A non-empty key or group name that fits the column it is compared with. */
-export function checkFlowKey(value: unknown, field: string, where: string): string {
+/** A non-empty key or group name that fits the column it is compared with (limit keys and group names equal a job's). */
+export function checkFlowName(value: unknown, field: string, where: string): string {
   if (typeof value !== "string" || value.length === 0) throw new JobError(`${where}: ${field} must be a non-empty string, got ${describe(value)}`, field);
   if (value.length > MAX_FLOW_KEY_LENGTH) {
     throw new JobError(`${where}: ${field} must be at most ${MAX_FLOW_KEY_LENGTH} characters, got ${value.length}`, field);

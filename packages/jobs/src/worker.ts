@@ -224,8 +224,9 @@ export class Worker {
     } finally {
       this.completing.delete(job.token);
       // Fair mode: the slot of its key and group is free once this write has landed (the row is
-      // no longer running), not when the handler returned: claim again now.
-      if (this.fair) {
+      // no longer running), not when the handler returned: claim again now. A job snoozed for
+      // 0 s is ready again at once.
+      if (this.fair || outcome.kind === "snoozed") {
         this.mayHaveWork = true;
         this.waker.wake();
       }

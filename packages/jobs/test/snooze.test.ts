@@ -263,6 +263,21 @@ describe.each(backends())("snooze ($name)", (backend) => {
     expect(snoozed.map((e) => [e.job.id, e.snoozeSeconds, e.snoozes])).toEqual(ids.map((id) => [id, 60, 1]));
   });
 
+  it("runWorker: a job snoozed for 0 s runs again at once, without waiting for a poll", async () => {
+    const queue = `now-${backend.name}`;
+    await enqueue("again", null, { db: t.db, queue });
+    let runs = 0;
+    const done = deferred();
+    const ac = new AbortController();
+    // A poll interval longer than the test's timeout: only the worker's own wake-up can bring the job back.
+    const worker = createWorker({ again: () => (++runs === 1 ? snooze(0) : done.resolve()) }, { db: t.db, queue, pollInterval: 600, signal: ac.signal });
+    const running = worker.run();
+    await done.promise;
+    ac.abort();
+    await running;
+    expect(runs).toBe(2);
+  });
+
   it("runWorker: a snoozed job comes back, runs again as the same attempt, with the job:snoozed event, an info log line and the metric", async () => {
     const queue = `worker-${backend.name}`;
     const id = await enqueue("flaky_api", null, { db: t.db, queue, maxAttempts: 1 });
