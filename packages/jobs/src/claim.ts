@@ -202,14 +202,16 @@ export interface ClaimResult {
   fair: boolean;
   /** When a job held back by its key's rate can next start, if one was. */
   retryInMs: number | null;
+  /** Keys whose pending jobs the claim held back (at their concurrency limit or out of tokens). */
+  throttled: string[];
 }
 
 export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimResult> {
-  if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null };
+  if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null, throttled: [] };
   const claim = forDialect(CLAIM, db.dialect, "claim")(db, request.queues);
   const start = Math.max(0, Math.min(request.start, request.limit));
   const { rows } = await runSql<ClaimRow>(db.executor, claim.sql, [claim.queues, request.limit, request.lease, request.workerId, start], "claim");
-  if (rows.length > 0) return { jobs: rows.map((row) => toClaimed(db.sql, row)).sort(byClaimOrder), fair: false, retryInMs: null };
+  if (rows.length > 0) return { jobs: rows.map((row) => toClaimed(db.sql, row)).sort(byClaimOrder), fair: false, retryInMs: null, throttled: [] };
   // Nothing plain: flow jobs may be waiting (the plain claim stands aside for them), or nothing is ready.
   const fair = await fairClaim<ClaimRow>(
     db,
@@ -217,7 +219,7 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
     columnList(db.sql, CLAIMED),
   );
   // Taken in fair-share order, which a worker keeps (it runs a claim's jobs in the claim's order).
-  return { jobs: fair.rows.map((row) => toClaimed(db.sql, row)), fair: fair.flow, retryInMs: fair.retryInMs };
+  return { jobs: fair.rows.map((row) => toClaimed(db.sql, row)), fair: fair.flow, retryInMs: fair.retryInMs, throttled: fair.throttled };
 }
 
 function byClaimOrder(a: ClaimedJob, b: ClaimedJob): number {

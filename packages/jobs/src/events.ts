@@ -20,6 +20,11 @@ export interface WorkerEvents {
   "job:snoozed": { job: JobInfo; snoozeSeconds: number; snoozes: number };
   /** Handed back without consuming an attempt (shutdown). */
   "job:released": { job: JobInfo };
+  /**
+   * A claim held back pending jobs of these concurrency keys: at their concurrency limit or out
+   * of tokens. `retryInMs`: when the next token refills, if a rate held one back.
+   */
+  "worker:throttled": { workerId: string; keys: string[]; retryInMs: number | null };
   "worker:started": { workerId: string; queues: readonly string[]; concurrency: number };
   "worker:idle": { workerId: string };
   "worker:stopping": { workerId: string; inFlight: number };

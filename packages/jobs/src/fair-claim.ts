@@ -36,6 +36,8 @@ export interface FairClaimResult<R> {
   flow: boolean;
   /** When a job held back by an empty token bucket can next start, if any was. */
   retryInMs: number | null;
+  /** Keys whose pending jobs this claim held back: at their concurrency limit or out of tokens. */
+  throttled: string[];
 }
 
 /** Rows of the jobs table that hold a group or a key, as the partial index jobs_flow_claim states it. */
@@ -214,12 +216,12 @@ async function claimChosen<R extends object>(db: JobsDatabase, tx: Executor, ids
 }
 
 export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
-  if (request.limit <= 0) return { rows: [], flow: true, retryInMs: null };
+  if (request.limit <= 0) return { rows: [], flow: true, retryInMs: null, throttled: [] };
   return db.executor.transaction(async (tx) => {
     const pairs: Pair[] = [];
     for (const queue of request.queues) pairs.push(...(await pairsOf(db, tx, queue)));
     const flow = pairs.some((p) => p.group !== "" || p.key !== "");
-    if (pairs.length === 0) return { rows: [], flow, retryInMs: null };
+    if (pairs.length === 0) return { rows: [], flow, retryInMs: null, throttled: [] };
     const keys = [...new Set(pairs.map((p) => p.key).filter((k) => k !== ""))];
     const rules = await rulesFor(db, tx, keys);
     const limited = new Map<string, LimitRule>();
@@ -235,19 +237,24 @@ export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, req
       const ms = (Math.max(0, 1 - tokensLeft) * rate.perSeconds * 1000) / rate.limit;
       retryInMs = retryInMs === null ? ms : Math.min(retryInMs, ms);
     };
+    const throttled = new Set<string>();
     const open: (Pair & { limit: number })[] = [];
     for (const pair of pairs) {
       const key = locked.get(pair.key);
       const room = key ? Math.min(key.budget.slots, key.budget.tokens) : Infinity;
-      if (room >= 1) open.push({ ...pair, limit: Math.min(request.limit, room) });
-      else if (key) waitForToken(key, key.tokens);
+      // One more than the key has room for: passing it over is how the claim knows it held jobs back.
+      if (room >= 1) open.push({ ...pair, limit: Math.min(request.limit, room + (key ? 1 : 0)) });
+      else if (key) {
+        throttled.add(pair.key);
+        waitForToken(key, key.tokens);
+      }
     }
     const candidates = await candidatesOf(db, tx, open);
-    if (candidates.length === 0) return { rows: [], flow, retryInMs };
+    if (candidates.length === 0) return { rows: [], flow, retryInMs, throttled: [...throttled] };
     const groups = [...new Set(candidates.map((c) => c.group))];
     const { running, weights } = await groupLoad(db, tx, request.queues, groups);
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
-    const { chosen, outOfTokens } = fairShare({ candidates, running, weights, budgets, limit: request.limit });
+    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: request.limit });
     const rows =
       chosen.length === 0
         ? []
@@ -276,6 +283,7 @@ export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, req
       const l = locked.get(key) as LockedKey;
       waitForToken(l, l.tokens - (takenPerKey.get(key) ?? 0));
     }
-    return { rows, flow, retryInMs };
+    for (const key of heldBack) throttled.add(key);
+    return { rows, flow, retryInMs, throttled: [...throttled] };
   });
 }

@@ -36,8 +36,8 @@ export interface FairShareResult {
   chosen: Candidate[];
   /** Keys that had a ready job passed over for want of a token (their claim may retry once one refills). */
   outOfTokens: Set<string>;
-  /** Ready jobs passed over because their key was at its limit or out of tokens. */
-  heldBack: number;
+  /** Keys that had a ready job passed over, at their limit or out of tokens. */
+  heldBack: Set<string>;
 }
 
 function byClaimOrder(a: Candidate, b: Candidate): number {
@@ -55,7 +55,7 @@ export function fairShare(input: FairShareInput): FairShareResult {
   const taken = new Map<string, number>();
   const chosen: Candidate[] = [];
   const outOfTokens = new Set<string>();
-  let heldBack = 0;
+  const heldBack = new Set<string>();
   const heads = new Map<string, number>([...queues.keys()].map((g) => [g, 0]));
 
   /** The group's next job its key can take, skipping (and counting) those it cannot. */
@@ -67,7 +67,7 @@ export function fairShare(input: FairShareInput): FairShareResult {
       const budget = budgets.get(c.key);
       if (!budget || (budget.slots >= 1 && budget.tokens >= 1)) break;
       if (budget.slots >= 1) outOfTokens.add(c.key);
-      heldBack++;
+      heldBack.add(c.key);
       i++;
     }
     heads.set(group, i);

@@ -170,6 +170,7 @@ export class Worker {
           failures = 0;
           this.fair = claimed.fair;
           this.retryInMs = claimed.retryInMs;
+          if (claimed.throttled.length > 0) this.emitter.emit("worker:throttled", { workerId: this.id, keys: claimed.throttled, retryInMs: claimed.retryInMs });
           // A fair claim takes at most the free slots: fewer than `capacity` is not "no more work".
           if (jobs.length < (claimed.fair ? start : capacity)) this.mayHaveWork = false;
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });

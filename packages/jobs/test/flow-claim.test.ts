@@ -120,7 +120,10 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     expect(first.jobs.length).toBe(3);
     expect(first.jobs.map((j) => j.id)).toContain(other);
     expect(await runningOf(key)).toBe(2);
-    expect((await claim(queue, 10)).jobs).toEqual([]);
+    expect(first.throttled).toEqual([key]);
+    const blocked = await claim(queue, 10);
+    expect(blocked.jobs).toEqual([]);
+    expect(blocked.throttled).toEqual([key]);
     // A slot comes back with the run that held it, and only then.
     const mine = first.jobs.find((j) => j.id !== other)!;
     await completeRuns(t.db, [{ id: mine.id, token: mine.token, result: null }]);
@@ -192,6 +195,7 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     expect(first.jobs.length).toBe(2);
     const second = await claim(queue, 10);
     expect(second.jobs).toEqual([]);
+    expect(second.throttled).toEqual([key]);
     // One token per 30 s: the next start is about 30 s away, not a poll interval.
     expect(second.retryInMs).toBeGreaterThan(20_000);
     expect(second.retryInMs).toBeLessThanOrEqual(30_000);
@@ -209,6 +213,7 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
       Array.from({ length: 12 }, (_, i) => ({ task: "t", concurrencyKey: key, payload: i })),
       { db: t.db, queue },
     );
+    const throttled: string[][] = [];
     let now = 0;
     let most = 0;
     let done = 0;
@@ -224,11 +229,13 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
         },
       },
       // No polling to fall back on: each freed slot of the key must itself bring the next claim.
-      { db: t.db, queue, concurrency: 6, pollInterval: 60, signal: stop.signal },
+      { db: t.db, queue, concurrency: 6, pollInterval: 60, signal: stop.signal, events: { "worker:throttled": (e) => throttled.push(e.keys) } },
     );
     await finished.promise;
     stop.abort();
     await worker;
     expect(most).toBe(2);
+    expect(throttled.length).toBeGreaterThan(0);
+    expect(throttled.every((keys) => keys.length === 1 && keys[0] === key)).toBe(true);
   });
 });
