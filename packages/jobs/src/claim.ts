@@ -42,6 +42,11 @@ export interface ClaimRequest {
    * counted by the claim. The rest are held unstarted until `sendStarts` (see start.ts).
    */
   start: number;
+  /**
+   * The caller's last claim of these queues was fair: go straight to the fair claim (which
+   * serves plain jobs too), without the plain claim's round trip that would stand aside anyway.
+   */
+  fair?: boolean;
 }
 
 /** What a claim reads of each job it takes. */
@@ -208,9 +213,12 @@ export interface ClaimResult {
 
 export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimResult> {
   if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null, throttled: [] };
-  const claim = forDialect(CLAIM, db.dialect, "claim")(db, request.queues);
   const start = Math.max(0, Math.min(request.start, request.limit));
-  const { rows } = await runSql<ClaimRow>(db.executor, claim.sql, [claim.queues, request.limit, request.lease, request.workerId, start], "claim");
+  const rows: ClaimRow[] = [];
+  if (!request.fair) {
+    const claim = forDialect(CLAIM, db.dialect, "claim")(db, request.queues);
+    rows.push(...(await runSql<ClaimRow>(db.executor, claim.sql, [claim.queues, request.limit, request.lease, request.workerId, start], "claim")).rows);
+  }
   if (rows.length > 0) return { jobs: rows.map((row) => toClaimed(db.sql, row)).sort(byClaimOrder), fair: false, retryInMs: null, throttled: [] };
   // Nothing plain: flow jobs may be waiting (the plain claim stands aside for them), or nothing is ready.
   const fair = await fairClaim<ClaimRow>(

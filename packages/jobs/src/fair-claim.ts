@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { valueForId } from "./dialects/mysql.js";
-import { fairShare, type Candidate, type KeyBudget } from "./fair-share.js";
-import { toDate } from "./job-row.js";
+import { fairShare, type Candidate } from "./fair-share.js";
+import { MissingKeyRows, createKeyRows, lockKeys, type LockedKey } from "./key-locks.js";
 import { LIMIT_COLUMNS, ruleFor, toRule, type LimitRow, type LimitRule } from "./limit-rules.js";
 
 /**
@@ -99,53 +99,6 @@ async function rulesFor(db: JobsDatabase, tx: Executor, keys: string[]): Promise
   return rows.map(toRule);
 }
 
-const INSERT_KEY: Record<JobsDatabase["dialect"], (table: string) => string> = {
-  postgres: (t) => `INSERT INTO ${t} (concurrency_key, tokens) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-  sqlite: (t) => `INSERT OR IGNORE INTO ${t} (concurrency_key, tokens) VALUES ($1, $2)`,
-  mysql: (t) => `INSERT IGNORE INTO ${t} (concurrency_key, tokens) VALUES ($1, $2)`,
-};
-
-interface LockedKey {
-  rule: LimitRule;
-  /** The database clock when the bucket was read: the refill counted up to it. */
-  now: unknown;
-  budget: KeyBudget;
-  /** Tokens after refill (Infinity without a rate). */
-  tokens: number;
-}
-
-/** Locks the limited keys' rows (creating them full), then counts their running jobs and refills their buckets. */
-async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<string, LimitRule>): Promise<Map<string, LockedKey>> {
-  const keys = [...limited.keys()].sort();
-  const locked = new Map<string, LockedKey>();
-  if (keys.length === 0) return locked;
-  for (const key of keys) await tx.query(INSERT_KEY[db.dialect](db.keysTable), [key, limited.get(key)?.rate?.burst ?? 0]);
-  const list = db.dialect === "sqlite" ? JSON.stringify(keys) : keys;
-  const { rows } = await tx.query<{ k: string; tokens: number | string; refilled_at: unknown; now: unknown }>(
-    `SELECT concurrency_key AS k, tokens, refilled_at, ${db.sql.now} AS now FROM ${db.keysTable}
-     WHERE ${db.sql.inList("concurrency_key", "$1")} ORDER BY concurrency_key${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
-    [list],
-  );
-  // Counted after the lock: every claim of these keys that committed before is seen.
-  const running = await tx.query<{ k: string; n: number | string }>(
-    `SELECT concurrency_key AS k, count(*) AS n FROM ${db.table} WHERE status = 'running' AND concurrency_key <> '' AND ${db.sql.inList("concurrency_key", "$1")} GROUP BY concurrency_key`,
-    [list],
-  );
-  const runningOf = new Map(running.rows.map((r) => [String(r.k), Number(r.n)]));
-  for (const row of rows) {
-    const key = String(row.k);
-    const rule = limited.get(key) as LimitRule;
-    let tokens = Infinity;
-    if (rule.rate) {
-      const elapsed = Math.max(0, toDate(row.now).getTime() - toDate(row.refilled_at).getTime()) / 1000;
-      tokens = Math.min(rule.rate.burst, Number(row.tokens) + (elapsed * rule.rate.limit) / rule.rate.perSeconds);
-    }
-    const slots = rule.concurrency === null ? Infinity : rule.concurrency - (runningOf.get(key) ?? 0);
-    locked.set(key, { rule, now: row.now, tokens, budget: { slots, tokens: Math.floor(tokens + 1e-9) } });
-  }
-  return locked;
-}
-
 interface CandidateRow {
   id: number | string;
   priority: number | string;
@@ -187,18 +140,17 @@ async function groupLoad(
   groups: string[],
 ): Promise<{ running: Map<string, number>; weights: Map<string, number> }> {
   const list = (values: readonly string[]) => (db.dialect === "sqlite" ? JSON.stringify(values) : values);
-  const running = await tx.query<{ g: string; n: number | string }>(
-    `SELECT group_key AS g, count(*) AS n FROM ${db.table} WHERE status = 'running' AND ${db.sql.inList("queue", "$1")} GROUP BY group_key`,
-    [list(queues)],
+  // One round trip: running jobs per group (w = 0), then the stored weights (w = 1).
+  const { rows } = await tx.query<{ w: number | string; g: string; n: number | string }>(
+    `SELECT 0 AS w, group_key AS g, count(*) AS n FROM ${db.table} WHERE status = 'running' AND ${db.sql.inList("queue", "$1")} GROUP BY group_key
+     UNION ALL
+     SELECT 1 AS w, group_key AS g, weight AS n FROM ${db.groupsTable} WHERE ${db.sql.inList("group_key", "$2")}`,
+    [list(queues), list(groups)],
   );
-  const weights = await tx.query<{ g: string; weight: number | string }>(
-    `SELECT group_key AS g, weight FROM ${db.groupsTable} WHERE ${db.sql.inList("group_key", "$1")}`,
-    [list(groups)],
-  );
-  return {
-    running: new Map(running.rows.map((r) => [String(r.g), Number(r.n)])),
-    weights: new Map(weights.rows.map((r) => [String(r.g), Number(r.weight)])),
-  };
+  const running = new Map<string, number>();
+  const weights = new Map<string, number>();
+  for (const r of rows) (Number(r.w) === 0 ? running : weights).set(String(r.g), Number(r.n));
+  return { running, weights };
 }
 
 /** Claims the chosen jobs, all started now; `answer` is the column list read back. */
@@ -217,6 +169,16 @@ async function claimChosen<R extends object>(db: JobsDatabase, tx: Executor, ids
 
 export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
   if (request.limit <= 0) return { rows: [], flow: true, retryInMs: null, throttled: [] };
+  try {
+    return await claimOnce<R>(db, request, answer);
+  } catch (error) {
+    if (!(error instanceof MissingKeyRows)) throw error;
+    await createKeyRows(db, error.rows);
+    return claimOnce<R>(db, request, answer);
+  }
+}
+
+function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
   return db.executor.transaction(async (tx) => {
     const pairs: Pair[] = [];
     for (const queue of request.queues) pairs.push(...(await pairsOf(db, tx, queue)));

@@ -164,7 +164,7 @@ export class Worker {
           const claimStarted = performance.now();
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
           const start = Math.max(0, concurrency - held);
-          const claimed = await claimJobs(this.db, { queues, limit: capacity, lease, workerId: this.id, start });
+          const claimed = await claimJobs(this.db, { queues, limit: capacity, lease, workerId: this.id, start, fair: this.fair });
           const jobs = claimed.jobs;
           this.prefetch.claimTook(performance.now() - claimStarted);
           failures = 0;

@@ -1,0 +1,80 @@
+import type { JobsDatabase } from "./db/database.js";
+import type { Executor } from "./db/executor.js";
+import type { KeyBudget } from "./fair-share.js";
+import { toDate } from "./job-row.js";
+import type { LimitRule } from "./limit-rules.js";
+
+/**
+ * The rows of jobs_keys: one per limited key in use. A fair claim locks the rows of the keys it
+ * may claim (claims of one key take turns, claims of other keys never wait) and, under that
+ * lock, counts each key's running jobs and refills its token bucket.
+ */
+
+const INSERT_KEY: Record<JobsDatabase["dialect"], (table: string) => string> = {
+  postgres: (t) => `INSERT INTO ${t} (concurrency_key, tokens) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+  sqlite: (t) => `INSERT OR IGNORE INTO ${t} (concurrency_key, tokens) VALUES ($1, $2)`,
+  mysql: (t) => `INSERT IGNORE INTO ${t} (concurrency_key, tokens) VALUES ($1, $2)`,
+};
+
+/**
+ * A limited key's first claim: its row does not exist yet. Created in a transaction of its own
+ * (full bucket), then the claim starts over: created inside the claim, after other keys' rows
+ * were locked, two claimers could each wait for the other's insert. Rows are never deleted.
+ */
+export class MissingKeyRows extends Error {
+  constructor(readonly rows: { key: string; tokens: number }[]) {
+    super("limited keys without a row");
+  }
+}
+
+export async function createKeyRows(db: JobsDatabase, rows: { key: string; tokens: number }[]): Promise<void> {
+  await db.executor.transaction(async (tx) => {
+    for (const row of rows.sort((a, b) => (a.key < b.key ? -1 : 1))) await tx.query(INSERT_KEY[db.dialect](db.keysTable), [row.key, row.tokens]);
+  });
+}
+
+export interface LockedKey {
+  rule: LimitRule;
+  /** The database clock when the bucket was read: the refill counted up to it. */
+  now: unknown;
+  budget: KeyBudget;
+  /** Tokens after refill (Infinity without a rate). */
+  tokens: number;
+}
+
+/** Locks the limited keys' rows (creating them full), then counts their running jobs and refills their buckets. */
+export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<string, LimitRule>): Promise<Map<string, LockedKey>> {
+  const keys = [...limited.keys()].sort();
+  const locked = new Map<string, LockedKey>();
+  if (keys.length === 0) return locked;
+  const lock = async (some: string[]) =>
+    (
+      await tx.query<{ k: string; tokens: number | string; refilled_at: unknown; now: unknown }>(
+        `SELECT concurrency_key AS k, tokens, refilled_at, ${db.sql.now} AS now FROM ${db.keysTable}
+         WHERE ${db.sql.inList("concurrency_key", "$1")} ORDER BY concurrency_key${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
+        [db.dialect === "sqlite" ? JSON.stringify(some) : some],
+      )
+    ).rows;
+  const rows = await lock(keys);
+  const missing = keys.filter((key) => !rows.some((r) => String(r.k) === key));
+  if (missing.length > 0) throw new MissingKeyRows(missing.map((key) => ({ key, tokens: limited.get(key)?.rate?.burst ?? 0 })));
+  const list = db.dialect === "sqlite" ? JSON.stringify(keys) : keys;
+  // Counted after the lock: every claim of these keys that committed before is seen.
+  const running = await tx.query<{ k: string; n: number | string }>(
+    `SELECT concurrency_key AS k, count(*) AS n FROM ${db.table} WHERE status = 'running' AND concurrency_key <> '' AND ${db.sql.inList("concurrency_key", "$1")} GROUP BY concurrency_key`,
+    [list],
+  );
+  const runningOf = new Map(running.rows.map((r) => [String(r.k), Number(r.n)]));
+  for (const row of rows) {
+    const key = String(row.k);
+    const rule = limited.get(key) as LimitRule;
+    let tokens = Infinity;
+    if (rule.rate) {
+      const elapsed = Math.max(0, toDate(row.now).getTime() - toDate(row.refilled_at).getTime()) / 1000;
+      tokens = Math.min(rule.rate.burst, Number(row.tokens) + (elapsed * rule.rate.limit) / rule.rate.perSeconds);
+    }
+    const slots = rule.concurrency === null ? Infinity : rule.concurrency - (runningOf.get(key) ?? 0);
+    locked.set(key, { rule, now: row.now, tokens, budget: { slots, tokens: Math.floor(tokens + 1e-9) } });
+  }
+  return locked;
+}
