@@ -69,33 +69,42 @@ async function pairsOf(db: JobsDatabase, tx: Executor, queue: string): Promise<P
        UNION ALL
        SELECT '', '' WHERE EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${PLAIN})`,
       [queue],
+      "fair_pairs",
     );
     return rows.map((r) => ({ queue, group: r.g, key: r.k }));
   }
-  // SQLite and MariaDB have no LATERAL: the same walk, one probe per statement.
+  // SQLite and MariaDB have no LATERAL: the same walk, one probe per statement. The next pair is
+  // the next key of the same group or the first of the next group, each an index range of its
+  // own: written as one OR, both databases scanned every job of the current group.
+  const pick = `SELECT group_key AS g, concurrency_key AS k FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${FLOW}`;
   let after = { g: "", k: "" };
   for (;;) {
     const { rows } = await tx.query<{ g: string; k: string }>(
-      `SELECT group_key AS g, concurrency_key AS k FROM ${db.table}
-       WHERE status = 'pending' AND queue = $1 AND ${FLOW} AND (group_key > $2 OR (group_key = $2 AND concurrency_key > $3))
-       ORDER BY group_key, concurrency_key LIMIT 1`,
+      `SELECT g, k FROM (
+         SELECT * FROM (${pick} AND group_key = $2 AND concurrency_key > $3 ORDER BY concurrency_key LIMIT 1) same
+         UNION ALL
+         SELECT * FROM (${pick} AND group_key > $2 ORDER BY group_key, concurrency_key LIMIT 1) later
+       ) next ORDER BY g, k LIMIT 1`,
       [queue, after.g, after.k],
+      "fair_next_pair",
     );
     const next = rows[0];
     if (!next) break;
     pairs.push({ queue, group: String(next.g), key: String(next.k) });
     after = { g: String(next.g), k: String(next.k) };
   }
-  const plain = await tx.query(`SELECT 1 AS one FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${PLAIN} LIMIT 1`, [queue]);
+  const plain = await tx.query(`SELECT 1 AS one FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${PLAIN} LIMIT 1`, [queue], "fair_plain");
   if (plain.rows.length > 0) pairs.push({ queue, group: "", key: "" });
   return pairs;
 }
 
 async function rulesFor(db: JobsDatabase, tx: Executor, keys: string[]): Promise<LimitRule[]> {
   if (keys.length === 0) return [];
-  const { rows } = await tx.query<LimitRow>(`SELECT ${LIMIT_COLUMNS} FROM ${db.limitsTable} WHERE ${db.sql.inList("limit_key", "$1")} OR limit_key LIKE '%*'`, [
-    db.dialect === "sqlite" ? JSON.stringify(keys) : keys,
-  ]);
+  const { rows } = await tx.query<LimitRow>(
+    `SELECT ${LIMIT_COLUMNS} FROM ${db.limitsTable} WHERE ${db.sql.inList("limit_key", "$1")} OR limit_key LIKE '%*'`,
+    [db.dialect === "sqlite" ? JSON.stringify(keys) : keys],
+    "fair_rules",
+  );
   return rows.map(toRule);
 }
 
@@ -120,6 +129,7 @@ async function candidatesOf(db: JobsDatabase, tx: Executor, pairs: (Pair & { lim
       `SELECT c.* FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS p(q, g, k, n)
        CROSS JOIN LATERAL (${ready(`queue = p.q AND group_key = p.g AND concurrency_key = p.k AND ${FLOW}`, "p.n")}) c`,
       [flow.map((p) => p.queue), flow.map((p) => p.group), flow.map((p) => p.key), flow.map((p) => p.limit)],
+      "fair_candidates",
     );
     rows.push(...found.rows);
   } else {
@@ -129,7 +139,7 @@ async function candidatesOf(db: JobsDatabase, tx: Executor, pairs: (Pair & { lim
           .rows,
       );
   }
-  for (const p of plain) rows.push(...(await tx.query<CandidateRow>(ready(`queue = $1 AND ${PLAIN}`, "$2"), [p.queue, p.limit])).rows);
+  for (const p of plain) rows.push(...(await tx.query<CandidateRow>(ready(`queue = $1 AND ${PLAIN}`, "$2"), [p.queue, p.limit], "fair_plain_candidates")).rows);
   return rows.map((r) => ({ id: Number(r.id), priority: Number(r.priority), group: String(r.g), key: String(r.k) }));
 }
 
@@ -146,6 +156,7 @@ async function groupLoad(
      UNION ALL
      SELECT 1 AS w, group_key AS g, weight AS n FROM ${db.groupsTable} WHERE ${db.sql.inList("group_key", "$2")}`,
     [list(queues), list(groups)],
+    "fair_load",
   );
   const running = new Map<string, number>();
   const weights = new Map<string, number>();
@@ -161,7 +172,7 @@ async function claimChosen<R extends object>(db: JobsDatabase, tx: Executor, ids
                locked_until = ${db.sql.nowPlus("$2")}, heartbeat_at = ${db.sql.now}, locked_by = $3, updated_at = ${db.sql.now}`;
   const params = [list, request.lease, request.workerId, ...(db.sql.newToken ? [] : [ids.map(() => randomUUID())])];
   if (db.sql.returning) {
-    return (await tx.query<R>(`UPDATE ${db.table} SET ${set} WHERE ${db.sql.inList("id", "$1")} RETURNING ${answer}`, params)).rows;
+    return (await tx.query<R>(`UPDATE ${db.table} SET ${set} WHERE ${db.sql.inList("id", "$1")} RETURNING ${answer}`, params, "fair_claim")).rows;
   }
   await tx.query(`UPDATE ${db.table} SET ${set} WHERE ${db.sql.inList("id", "$1")}`, params);
   return (await tx.query<R>(`SELECT ${answer} FROM ${db.table} WHERE ${db.sql.inList("id", "$1")}`, [list])).rows;
@@ -239,6 +250,7 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
       await tx.query(
         `UPDATE ${db.keysTable} SET tokens = $1, refilled_at = ${at} WHERE concurrency_key = $2`,
         db.dialect === "postgres" ? [l.tokens - taken, key] : [l.tokens - taken, key, l.now],
+        "fair_bucket",
       );
     }
     for (const key of outOfTokens) {

@@ -53,6 +53,7 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
         `SELECT concurrency_key AS k, tokens, refilled_at, ${db.sql.now} AS now FROM ${db.keysTable}
          WHERE ${db.sql.inList("concurrency_key", "$1")} ORDER BY concurrency_key${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
         [db.dialect === "sqlite" ? JSON.stringify(some) : some],
+        "fair_lock",
       )
     ).rows;
   const rows = await lock(keys);
@@ -63,6 +64,7 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
   const running = await tx.query<{ k: string; n: number | string }>(
     `SELECT concurrency_key AS k, count(*) AS n FROM ${db.table} WHERE status = 'running' AND concurrency_key <> '' AND ${db.sql.inList("concurrency_key", "$1")} GROUP BY concurrency_key`,
     [list],
+    "fair_running",
   );
   const runningOf = new Map(running.rows.map((r) => [String(r.k), Number(r.n)]));
   for (const row of rows) {
