@@ -29,6 +29,7 @@ export interface ClaimedJob {
   token: string;
   /** The enqueuing span's context (OpenTelemetry), linked from the execution span. */
   traceContext?: unknown;
+  idempotencyKey?: string | null;
 }
 
 export interface ClaimRequest {
@@ -65,6 +66,8 @@ const CLAIMED = [
   "claim_token",
   "trace_context",
   "started",
+  // A scheduled run's planned time is in its key (ctx.scheduledAt); null, and cheap, for others.
+  "idempotency_key",
 ] as const satisfies readonly JobColumn[];
 
 type ClaimRow = Record<string, unknown> & { id: unknown };
@@ -252,5 +255,6 @@ function toClaimed(sql: Dialect, raw: ClaimRow): ClaimedJob {
     runAt: row.run_at,
     token: row.claim_token,
     traceContext: row.trace_context,
+    idempotencyKey: row.idempotency_key,
   };
 }

@@ -8,6 +8,7 @@ import { mayOverflowStatement, overStatementBudget } from "./packet.js";
 import { toJsonText } from "./payload.js";
 import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
 import type { RunDeps, RunOutcome } from "./settle.js";
+import { scheduledAtOf } from "./schedule-rows.js";
 import { isReturnedSnooze, snoozeRequest } from "./snooze.js";
 import { withExecutionSpan } from "./telemetry.js";
 
@@ -32,6 +33,7 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
       return abort.signal;
     },
     progress: job.progress,
+    scheduledAt: scheduledAtOf(job.idempotencyKey),
     heartbeat: async () => {
       const owned = (await extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)).has(job.token);
       if (!owned) {

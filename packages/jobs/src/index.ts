@@ -8,6 +8,21 @@ export { cancelJob, retryJob, prune } from "./admin.js";
 export { observeQueueDepth } from "./queue-metrics.js";
 export { setLimit, removeLimit, listLimits, type LimitSettings, type RateLimitSettings, type LimitStatus, type RateLimit } from "./limits.js";
 export { setGroupWeight, listGroups, type GroupStatus } from "./groups.js";
+export {
+  schedule,
+  unschedule,
+  pauseSchedule,
+  resumeSchedule,
+  syncSchedules,
+  listSchedules,
+  triggerSchedule,
+  DEFAULT_CATCH_UP_LIMIT,
+  type ScheduleOptions,
+  type ScheduleDeclaration,
+  type SyncSchedulesOptions,
+  type ScheduleChange,
+  type ScheduleStatus,
+} from "./schedules.js";
 export { observeFlowControl } from "./flow-metrics.js";
 export { migrate, migrationSql, schemaVersion, latestVersion, type MigrateResult } from "./migrate.js";
 export { connect, closeDefaultDatabase, DEFAULT_SQLITE_FILE, type ConnectOptions, type DbLike } from "./connect.js";

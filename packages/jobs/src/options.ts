@@ -120,6 +120,8 @@ export interface WorkerOptions {
   logger?: Logger;
   /** Shown in `locked_by` and in reclaim messages. Default host:pid:random. */
   workerId?: string;
+  /** Run the scheduler (enqueue the due runs of `schedule`s) every poll interval. Default true. */
+  schedules?: boolean;
 }
 
 export interface ProcessOptions {
@@ -239,6 +241,7 @@ export const WORKER_OPTION_KEYS = keysOf<WorkerOptions>({
   events: true,
   logger: true,
   workerId: true,
+  schedules: true,
 });
 export const PROCESS_OPTION_KEYS = keysOf<ProcessOptions>(PROCESS_KEYS);
 export const DRAIN_OPTION_KEYS = keysOf<DrainOptions>({ ...PROCESS_KEYS, maxJobs: true, signal: true });

@@ -69,6 +69,8 @@ export interface JobContext {
   signal: AbortSignal;
   /** The last progress saved by `checkpoint` (by this run or an earlier attempt), or null. */
   progress: unknown;
+  /** A scheduled run's planned time (its slot), however late it runs; null for a job not enqueued by a schedule. */
+  scheduledAt: Date | null;
   /** Extends the lease; false when this worker no longer owns the job (stop working). */
   heartbeat(): Promise<boolean>;
   /**

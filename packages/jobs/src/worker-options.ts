@@ -20,8 +20,16 @@ export interface WorkerSettings {
   pollMs: number;
   graceMs: number;
   sweepMs: number;
+  /** Whether this worker runs the scheduler. */
+  schedules: boolean;
   db: JobsDatabase;
   logger: Logger;
+}
+
+function checkFlag(value: unknown, field: string, absent: boolean): boolean {
+  if (value === undefined) return absent;
+  if (typeof value !== "boolean") throw new JobError(`${field} must be true or false, got ${JSON.stringify(value)}`, field);
+  return value;
 }
 
 export function workerSettings(options: WorkerOptions): WorkerSettings {
@@ -38,6 +46,7 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
     graceMs: (options.gracePeriod === undefined ? WORKER_DEFAULTS.gracePeriod : checkSeconds(options.gracePeriod, "gracePeriod")) * 1000,
     sweepMs: (options.sweepInterval === undefined ? WORKER_DEFAULTS.sweepInterval : checkSeconds(options.sweepInterval, "sweepInterval")) * 1000,
     logger: options.logger ?? silentLogger,
+    schedules: checkFlag(options.schedules, "schedules", true),
   };
   // Last: without `db` this opens the default database, which a bad option must not do.
   const db = resolveDb(options.db, options.logger).forWorker();

@@ -8,6 +8,8 @@ export const MIGRATIONS_TABLE = "forge_jobs_migrations";
 export const LIMITS_TABLE = "jobs_limits";
 export const GROUPS_TABLE = "jobs_groups";
 export const KEYS_TABLE = "jobs_keys";
+/** Recurring schedules (`schedule`), one row each. */
+export const SCHEDULES_TABLE = "jobs_schedules";
 
 export interface DatabaseSettings {
   /** PostgreSQL schema / MariaDB database holding the jobs table; null = the connection's default. */
@@ -32,6 +34,8 @@ export class JobsDatabase {
   readonly limitsTable: string;
   readonly groupsTable: string;
   readonly keysTable: string;
+  /** Recurring schedules: `schedule`, `listSchedules`, the scheduler. */
+  readonly schedulesTable: string;
   /** The LISTEN/NOTIFY channel of this schema's queue. */
   readonly channel: string;
 
@@ -47,6 +51,7 @@ export class JobsDatabase {
     this.limitsTable = qualified(this.dialect, settings.schema, LIMITS_TABLE);
     this.groupsTable = qualified(this.dialect, settings.schema, GROUPS_TABLE);
     this.keysTable = qualified(this.dialect, settings.schema, KEYS_TABLE);
+    this.schedulesTable = qualified(this.dialect, settings.schema, SCHEDULES_TABLE);
     this.channel = settings.schema ? `forge_jobs.${settings.schema}` : "forge_jobs";
   }
 

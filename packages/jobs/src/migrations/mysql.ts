@@ -108,4 +108,31 @@ export const mysqlMigrations: Migration[] = [
       ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
     ],
   },
+  {
+    version: 5,
+    name: "schedules",
+    // See migrations/postgres.ts version 5.
+    statements: ({ named }) => [
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_schedules")} (
+        name VARCHAR(191) NOT NULL PRIMARY KEY,
+        cron VARCHAR(255) NOT NULL,
+        timezone VARCHAR(255) NOT NULL,
+        task VARCHAR(255) NOT NULL,
+        payload LONGTEXT,
+        queue VARCHAR(255) NOT NULL,
+        tenant VARCHAR(255),
+        catch_up VARCHAR(16) NOT NULL CHECK (catch_up IN ('none', 'last', 'all')),
+        catch_up_limit INT NOT NULL CHECK (catch_up_limit >= 1),
+        overlap VARCHAR(16) NOT NULL CHECK (overlap IN ('allow', 'skip')),
+        paused BOOLEAN NOT NULL DEFAULT FALSE,
+        from_code BOOLEAN NOT NULL DEFAULT FALSE,
+        definition LONGTEXT NOT NULL,
+        next_run_at DATETIME(6),
+        last_run_at DATETIME(6),
+        created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+        updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+        INDEX jobs_schedules_due (paused, next_run_at)
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+    ],
+  },
 ];

@@ -103,4 +103,33 @@ export const postgresMigrations: Migration[] = [
       )`,
     ],
   },
+  {
+    version: 5,
+    name: "schedules",
+    // One row per schedule. Exactly one job per slot is not this table's business: the slot's job
+    // carries the idempotency key schedule:<name>@<slot>, and jobs_idempotency_key refuses a second.
+    // next_run_at is the next slot not yet enqueued; the scheduler walks due rows by it.
+    statements: ({ named, index }) => [
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_schedules")} (
+        name text PRIMARY KEY,
+        cron text NOT NULL,
+        timezone text NOT NULL,
+        task text NOT NULL,
+        payload jsonb,
+        queue text NOT NULL,
+        tenant text,
+        catch_up text NOT NULL CHECK (catch_up IN ('none', 'last', 'all')),
+        catch_up_limit integer NOT NULL CHECK (catch_up_limit >= 1),
+        overlap text NOT NULL CHECK (overlap IN ('allow', 'skip')),
+        paused boolean NOT NULL DEFAULT false,
+        from_code boolean NOT NULL DEFAULT false,
+        definition text NOT NULL,
+        next_run_at timestamptz,
+        last_run_at timestamptz,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      )`,
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_schedules_due")} ON ${named("jobs_schedules")} (next_run_at) WHERE NOT paused`,
+    ],
+  },
 ];

@@ -96,4 +96,34 @@ export const sqliteMigrations: Migration[] = [
       ];
     },
   },
+  {
+    version: 5,
+    name: "schedules",
+    // See migrations/postgres.ts version 5.
+    statements: ({ named, index }) => {
+      const on = named("jobs_schedules").slice(named("jobs_schedules").lastIndexOf(".") + 1);
+      return [
+        `CREATE TABLE IF NOT EXISTS ${named("jobs_schedules")} (
+          name TEXT PRIMARY KEY,
+          cron TEXT NOT NULL,
+          timezone TEXT NOT NULL,
+          task TEXT NOT NULL,
+          payload TEXT,
+          queue TEXT NOT NULL,
+          tenant TEXT,
+          catch_up TEXT NOT NULL CHECK (catch_up IN ('none', 'last', 'all')),
+          catch_up_limit INTEGER NOT NULL CHECK (catch_up_limit >= 1),
+          overlap TEXT NOT NULL CHECK (overlap IN ('allow', 'skip')),
+          paused INTEGER NOT NULL DEFAULT 0,
+          from_code INTEGER NOT NULL DEFAULT 0,
+          definition TEXT NOT NULL,
+          next_run_at INTEGER,
+          last_run_at INTEGER,
+          created_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW}),
+          updated_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW})
+        )`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_schedules_due")} ON ${on} (next_run_at) WHERE NOT paused`,
+      ];
+    },
+  },
 ];

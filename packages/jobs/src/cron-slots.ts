@@ -1,0 +1,108 @@
+import { Cron } from "croner";
+import { JobError } from "./errors.js";
+
+/**
+ * A schedule's slots as instants. croner parses the expression (five or six fields, nicknames)
+ * and walks it on a clock without daylight saving (UTC read as wall time); this module maps each
+ * wall time to an instant of the zone by DESIGN.md's rule. croner's own zone handling applies
+ * that rule only to single-value expressions (`30 2 * * *`): an interval one (`*\/15 2 * * *`)
+ * skips a missing slot and runs a repeated one twice, which is the double and the lost run we
+ * promise not to have.
+ */
+export interface CronSlots {
+  /** The first slot strictly after `after`. Null when the expression has no more (a past year). */
+  nextAfter(after: Date): Date | null;
+}
+
+const MINUTE = 60_000;
+const DAY = 24 * 60 * MINUTE;
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+/** A time zone name the runtime knows, or a JobError saying so. */
+export function checkTimezone(zone: unknown): string {
+  if (typeof zone !== "string" || zone.length === 0) throw new JobError(`timezone must be an IANA zone name like "Europe/Paris", got ${JSON.stringify(zone)}`, "timezone");
+  try {
+    formatterFor(zone);
+  } catch {
+    throw new JobError(`timezone ${JSON.stringify(zone)} is not a time zone this Node.js knows; use an IANA name like "Europe/Paris" or "UTC"`, "timezone");
+  }
+  return zone;
+}
+
+/** Parses `cron` for `zone`; a JobError names what is wrong with the expression. */
+export function cronSlots(cron: unknown, zone: string): CronSlots {
+  if (typeof cron !== "string" || cron.trim() === "") throw new JobError(`cron must be a cron expression like "30 2 * * *" or "@daily", got ${JSON.stringify(cron)}`, "cron");
+  let pattern: Cron;
+  try {
+    pattern = new Cron(cron.trim(), { timezone: "Etc/UTC", mode: "5-or-6-parts", paused: true });
+  } catch (error) {
+    throw new JobError(
+      `cron ${JSON.stringify(cron)} is not a valid expression (${(error as Error).message}); use five fields (minute hour day month weekday), six with seconds first, or @hourly, @daily, @weekly, @monthly, @yearly`,
+      "cron",
+    );
+  }
+  checkTimezone(zone);
+  return {
+    nextAfter(after) {
+      // Wall time is monotone in the instant it maps to, and no wall time before after's own maps
+      // past it (a gap's slots map to its end, a repeated hour's to its first pass): walk from there.
+      let wall: Date | null = new Date(after.getTime() + offsetMs(zone, after.getTime()) - 1);
+      for (;;) {
+        wall = pattern.nextRun(wall);
+        if (wall === null) return null;
+        const instant = instantOf(zone, wall.getTime());
+        if (instant > after.getTime()) return new Date(instant);
+      }
+    },
+  };
+}
+
+function formatterFor(zone: string): Intl.DateTimeFormat {
+  let formatter = formatters.get(zone);
+  if (!formatter) {
+    formatter = new Intl.DateTimeFormat("en-US", {
+      timeZone: zone,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "numeric",
+      day: "numeric",
+      hour: "numeric",
+      minute: "numeric",
+      second: "numeric",
+    });
+    formatters.set(zone, formatter);
+  }
+  return formatter;
+}
+
+/** The zone's offset from UTC at an instant, in ms (wall = instant + offset). */
+export function offsetMs(zone: string, instant: number): number {
+  const parts: Record<string, number> = {};
+  for (const part of formatterFor(zone).formatToParts(new Date(instant))) if (part.type !== "literal") parts[part.type] = Number(part.value);
+  const wall = Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!);
+  const seconds = Math.floor(instant / 1000) * 1000;
+  return wall - seconds;
+}
+
+/**
+ * The instant a wall time (ms, read as UTC) names in `zone`: its first occurrence when the
+ * clocks went back over it, the end of the gap when they jumped over it.
+ */
+export function instantOf(zone: string, wall: number): number {
+  const offsets = new Set([offsetMs(zone, wall - DAY), offsetMs(zone, wall), offsetMs(zone, wall + DAY)]);
+  const valid = [...offsets].map((o) => wall - o).filter((instant) => offsetMs(zone, instant) === wall - instant);
+  if (valid.length > 0) return Math.min(...valid);
+  // In a gap: the transition lies between the instants the wall time names under the offsets
+  // before and after it; the first instant of the new offset is the first valid one after the slot.
+  const candidates = [...offsets].map((o) => wall - o).sort((a, b) => a - b);
+  let low = candidates[0]!;
+  let high = candidates[candidates.length - 1]!;
+  const after = offsetMs(zone, high);
+  while (high - low > 1) {
+    const middle = Math.floor((low + high) / 2);
+    if (offsetMs(zone, middle) === after) high = middle;
+    else low = middle;
+  }
+  return high;
+}
