@@ -21,7 +21,8 @@ const formatters = new Map<string, Intl.DateTimeFormat>();
 
 /** A time zone name the runtime knows, or a JobError saying so. */
 export function checkTimezone(zone: unknown): string {
-  if (typeof zone !== "string" || zone.length === 0) throw new JobError(`timezone must be an IANA zone name like "Europe/Paris", got ${JSON.stringify(zone)}`, "timezone");
+  if (typeof zone !== "string" || zone.length === 0)
+    throw new JobError(`timezone must be an IANA zone name like "Europe/Paris", got ${JSON.stringify(zone)}`, "timezone");
   try {
     formatterFor(zone);
   } catch {
@@ -32,7 +33,8 @@ export function checkTimezone(zone: unknown): string {
 
 /** Parses `cron` for `zone`; a JobError names what is wrong with the expression. */
 export function cronSlots(cron: unknown, zone: string): CronSlots {
-  if (typeof cron !== "string" || cron.trim() === "") throw new JobError(`cron must be a cron expression like "30 2 * * *" or "@daily", got ${JSON.stringify(cron)}`, "cron");
+  if (typeof cron !== "string" || cron.trim() === "")
+    throw new JobError(`cron must be a cron expression like "30 2 * * *" or "@daily", got ${JSON.stringify(cron)}`, "cron");
   let pattern: Cron;
   try {
     pattern = new Cron(cron.trim(), { timezone: "Etc/UTC", mode: "5-or-6-parts", paused: true });

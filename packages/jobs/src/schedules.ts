@@ -79,7 +79,8 @@ const DECLARATION_KEYS = ["name", "cron", ...SCHEDULE_OPTION_KEYS.filter((k) => 
 
 export function checkScheduleName(value: unknown, where: string): string {
   const name = checkName(value, "name");
-  if (name.length > MAX_SCHEDULE_NAME_LENGTH) throw new JobError(`${where}: name must be at most ${MAX_SCHEDULE_NAME_LENGTH} characters, got ${name.length}`, "name");
+  if (name.length > MAX_SCHEDULE_NAME_LENGTH)
+    throw new JobError(`${where}: name must be at most ${MAX_SCHEDULE_NAME_LENGTH} characters, got ${name.length}`, "name");
   return name;
 }
 
@@ -126,7 +127,10 @@ export async function schedule(name: string, cron: string, options: ScheduleOpti
  * Declares every schedule given (as `schedule` does) and removes every other schedule that an
  * earlier `syncSchedules` declared; schedules made with `schedule()` are left alone.
  */
-export async function syncSchedules(declarations: readonly ScheduleDeclaration[], options: SyncSchedulesOptions = {}): Promise<Record<string, ScheduleChange | "removed">> {
+export async function syncSchedules(
+  declarations: readonly ScheduleDeclaration[],
+  options: SyncSchedulesOptions = {},
+): Promise<Record<string, ScheduleChange | "removed">> {
   checkOptions(options, [...DATABASE_OPTION_KEYS, "logger"], "syncSchedules");
   if (!Array.isArray(declarations)) throw new JobError("syncSchedules: give an array of { name, cron, task, ... }", "definitions");
   const checked = declarations.map((d: unknown, i) => {
@@ -165,7 +169,19 @@ async function declare(db: JobsDatabase, name: string, d: ScheduleDefinition, fr
   const text = definitionText(d);
   const now = await databaseNow(db);
   const next = timestampParam(db, cronSlots(d.cron, d.timezone).nextAfter(now));
-  const values = [d.cron, d.timezone, d.task, toJsonText(d.payload, "payload"), d.queue, d.tenant, d.catchUp, d.catchUpLimit, d.overlap, flagParam(db, fromCode), text];
+  const values = [
+    d.cron,
+    d.timezone,
+    d.task,
+    toJsonText(d.payload, "payload"),
+    d.queue,
+    d.tenant,
+    d.catchUp,
+    d.catchUpLimit,
+    d.overlap,
+    flagParam(db, fromCode),
+    text,
+  ];
   for (let attempt = 0; ; attempt++) {
     const existing = await readSchedule(db, name);
     if (existing === null) {
@@ -194,7 +210,17 @@ async function declare(db: JobsDatabase, name: string, d: ScheduleDefinition, fr
     if (existing && existing.definition !== text) {
       // Field names and schedule values only: a payload may hold what a log must not.
       const changed = (Object.keys(d) as (keyof ScheduleDefinition)[]).filter((k) => JSON.stringify(existing[k] ?? null) !== JSON.stringify(d[k] ?? null));
-      logger.info({ schedule: name, changed, cron: d.cron, timezone: d.timezone, task: d.task, was: { cron: existing.cron, timezone: existing.timezone, task: existing.task } }, "schedule updated");
+      logger.info(
+        {
+          schedule: name,
+          changed,
+          cron: d.cron,
+          timezone: d.timezone,
+          task: d.task,
+          was: { cron: existing.cron, timezone: existing.timezone, task: existing.task },
+        },
+        "schedule updated",
+      );
     }
     return "updated";
   }
@@ -228,7 +254,10 @@ export async function pauseSchedule(name: string, options: DatabaseOptions = {})
   checkOptions(options, DATABASE_OPTION_KEYS, "pauseSchedule");
   const db = resolveDb(options.db);
   const checked = checkScheduleName(name, "pauseSchedule");
-  const { rowCount } = await db.executor.query(`UPDATE ${db.schedulesTable} SET paused = $2, updated_at = ${db.sql.now} WHERE name = $1`, [checked, flagParam(db, true)]);
+  const { rowCount } = await db.executor.query(`UPDATE ${db.schedulesTable} SET paused = $2, updated_at = ${db.sql.now} WHERE name = $1`, [
+    checked,
+    flagParam(db, true),
+  ]);
   if (rowCount === 0) return false;
   await cancelPendingRuns(db, checked);
   return true;
@@ -269,7 +298,6 @@ export async function readSchedules(db: JobsDatabase): Promise<ScheduleRow[]> {
   const { rows } = await db.executor.query<Record<string, unknown>>(`SELECT ${SCHEDULE_COLUMNS} FROM ${db.schedulesTable} ORDER BY name`, []);
   return rows.map((raw) => decodeSchedule(db, raw));
 }
-
 
 /**
  * Enqueues one run of a schedule now, whatever its cron, paused or not, beside any run pending
