@@ -40,3 +40,12 @@ export async function tasksWithoutHandler(
   );
   return { queued: rows.length, missing: rows.filter((r) => !handled(r.task)).map((r) => ({ task: r.task, count: Number(r.n) })) };
 }
+
+/** Schedules whose task `handled` does not know: each of their runs would fail with "no handler". */
+export async function schedulesWithoutHandler(
+  db: JobsDatabase,
+  handled: (task: string) => boolean,
+): Promise<{ schedules: number; missing: { name: string; task: string }[] }> {
+  const { rows } = await db.executor.query<{ name: string; task: string }>(`SELECT name, task FROM ${db.schedulesTable} ORDER BY name`);
+  return { schedules: rows.length, missing: rows.filter((r) => !handled(r.task)).map((r) => ({ name: r.name, task: r.task })) };
+}

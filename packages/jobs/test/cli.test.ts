@@ -73,6 +73,7 @@ describe("forge-jobs CLI: usage", () => {
         "002_forge_jobs_add_started_at.postgres.sql",
         "003_forge_jobs_drop_recent_finished.postgres.sql",
         "004_forge_jobs_flow_control.postgres.sql",
+        "005_forge_jobs_schedules.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);

@@ -4,7 +4,10 @@ import { pathToFileURL } from "node:url";
 import { connect, connectForReading, dialectOf } from "../connect.js";
 import type { JobsDatabase } from "../db/database.js";
 import { dialectMigrationSql, migrate } from "../migrate.js";
-import { connectionError, jobsPastLease, schemaState, tasksWithoutHandler } from "../health.js";
+import { connectionError, jobsPastLease, schedulesWithoutHandler, schemaState, tasksWithoutHandler } from "../health.js";
+
+/** The migration that made the schedules table: an older schema has none to check. */
+const SCHEDULES_VERSION = 5;
 import { prune } from "../admin.js";
 import { reclaim } from "../reclaim.js";
 import { statusCounts } from "../status.js";
@@ -219,6 +222,12 @@ export async function doctor(p: Parsed, io: Io): Promise<void> {
         const { queued, missing } = await tasksWithoutHandler(db, (task) => Object.prototype.hasOwnProperty.call(handlers, task));
         if (missing.length) bad(`queued tasks without a handler in ${handlersPath}: ${missing.map((t) => `${t.task} (${t.count})`).join(", ")}`);
         else ok(`every queued task has a handler (${queued} task name(s) queued)`);
+        if (version >= SCHEDULES_VERSION) {
+          const scheduled = await schedulesWithoutHandler(db, (task) => Object.prototype.hasOwnProperty.call(handlers, task));
+          if (scheduled.missing.length) {
+            bad(`schedules whose task has no handler in ${handlersPath}: ${scheduled.missing.map((s) => `${s.name} (task ${s.task})`).join(", ")}`);
+          } else ok(`every schedule's task has a handler (${scheduled.schedules} schedule(s))`);
+        }
       }
     }
   } finally {

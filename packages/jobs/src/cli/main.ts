@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { JobError } from "../errors.js";
 import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, status, type Io, type Parsed } from "./commands.js";
 import { groupsCommand, limitsCommand } from "./flow.js";
+import { schedulesCommand } from "./schedules.js";
 import { HELP, ProblemsFound, UsageError } from "./usage.js";
 
 const COMMON = {
@@ -32,10 +33,11 @@ const COMMANDS = {
     options: { json: { type: "boolean" }, concurrency: { type: "string" }, rate: { type: "string" }, burst: { type: "string" } },
   },
   groups: { run: groupsCommand, options: { json: { type: "boolean" } } },
+  schedules: { run: schedulesCommand, options: { json: { type: "boolean" } } },
 } as const;
 
 /** Commands that take words after their name: a module path, or an action and its arguments. */
-const POSITIONAL = new Set(["worker", "limits", "groups"]);
+const POSITIONAL = new Set(["worker", "limits", "groups", "schedules"]);
 
 /** Runs the CLI; returns the exit code (0 ok, 1 problems or a failure, 2 a usage error). */
 export async function main(argv: string[], io: Io): Promise<number> {

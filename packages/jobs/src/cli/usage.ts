@@ -19,10 +19,11 @@ Commands:
   status    per-queue counts: PENDING RUNNING FAILED DONE READY (read-only)
   reclaim   take back jobs whose worker was lost
   worker    run a worker with the handlers exported by a module
-  doctor    check the schema, stuck jobs and tasks without handlers
+  doctor    check the schema, stuck jobs, tasks and schedules without handlers
   prune     delete finished jobs older than a duration
   limits    list, set or remove concurrency and rate limits per key
   groups    list fair-share groups, or set a group's weight
+  schedules list recurring schedules; pause, resume or trigger one
 
 Run 'forge-jobs <command> --help' for a command's options.${COMMON_OPTIONS}`,
   init: `Usage: forge-jobs init [--dir <folder>] [--dialect postgres|sqlite|mysql]
@@ -63,7 +64,7 @@ For a TypeScript module run: node --import tsx $(which forge-jobs) worker ./hand
   doctor: `Usage: forge-jobs doctor [--handlers <module>]
 
 Checks that the schema is applied and current, that no job is stuck past its lease, and —
-with --handlers — that every queued task has a handler. Exit code 1 when a check fails.${COMMON_OPTIONS}`,
+with --handlers — that every queued task and every schedule's task has a handler. Exit code 1 when a check fails.${COMMON_OPTIONS}`,
   limits: `Usage: forge-jobs limits [list] [--json]
        forge-jobs limits set <key> [--concurrency <n>] [--rate <n>/<duration>] [--burst <n>]
        forge-jobs limits rm <key>
@@ -89,6 +90,18 @@ ready jobs are served in weighted round-robin.
   list                 GROUP WEIGHT READY RUNNING WAIT_P50 WAIT_P95 (read-only); the wait is
                        from due to started, over jobs started in the last 5 minutes
   weight               set a group's weight (an integer ≥ 1; 1 is the default)
+  --json               list as JSON${COMMON_OPTIONS}`,
+  schedules: `Usage: forge-jobs schedules [list] [--json]
+       forge-jobs schedules pause <name>
+       forge-jobs schedules resume <name>
+       forge-jobs schedules trigger <name>
+
+Recurring schedules, stored in the database (declared by the application with schedule() or
+syncSchedules()); workers enqueue their runs.
+  list                 NAME CRON TIMEZONE TASK QUEUE NEXT_RUN LAST_RUN STATE (read-only; times in UTC)
+  pause                no more runs until resumed; its runs still pending are cancelled
+  resume               runs again from its next slot after now (slots missed while paused do not run)
+  trigger              enqueue one run now, whatever the cron
   --json               list as JSON${COMMON_OPTIONS}`,
   prune: `Usage: forge-jobs prune --older-than <duration>
 
