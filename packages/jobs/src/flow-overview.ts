@@ -23,7 +23,7 @@ export async function flowOverview(db: JobsDatabase): Promise<FlowOverview | nul
 }
 
 /** PostgreSQL 42P01, MariaDB ER_NO_SUCH_TABLE (1146), SQLite "no such table". */
-function isMissingTable(error: unknown): boolean {
+export function isMissingTable(error: unknown): boolean {
   const { code, errno, message } = (typeof error === "object" && error !== null ? error : {}) as { code?: unknown; errno?: unknown; message?: unknown };
   return code === "42P01" || errno === 1146 || (typeof message === "string" && /no such table/i.test(message));
 }

@@ -4,7 +4,9 @@ import { resolveDb, type DbLike } from "../connect.js";
 import { JobsDatabase } from "../db/database.js";
 import { JobError } from "../errors.js";
 import { flowOverview } from "../flow-overview.js";
+import { pauseSchedule, readSchedule, resumeSchedule, triggerSchedule } from "../schedules.js";
 import { statusCounts } from "../status.js";
+import { schedulesOverview } from "./schedules.js";
 import { escapeHtml } from "./escape.js";
 import { CSRF_FIELD, Csrf, readCookie } from "./csrf.js";
 import { latestJobs, recentActivity } from "./queries.js";
@@ -38,6 +40,7 @@ export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?
 const NOTICE_COOKIE = "forge_jobs_notice";
 const MAX_FORM_BYTES = 4096;
 const ACTION = /^\/jobs\/([1-9]\d{0,14})\/(retry|cancel)$/;
+const SCHEDULE_ACTION = /^\/schedules\/([^/]+)\/(pause|resume|trigger)$/;
 
 /** The id is a valid one here, so a JobError from retryJob can only mean its dedup key is held. */
 function retryRefused(error: unknown): Notice {
@@ -77,10 +80,11 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   const db = adopt(options.db);
 
   async function page(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const [queues, activity, flow, running, pending, failed] = [
+    const [queues, activity, flow, schedules, running, pending, failed] = [
       await statusCounts({ db }),
       await recentActivity(db),
       await flowOverview(db),
+      await schedulesOverview(db),
       await latestJobs(db, "running", listLimit),
       await latestJobs(db, "pending", listLimit),
       await latestJobs(db, "failed", listLimit),
@@ -97,6 +101,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       queues,
       activity,
       flow,
+      schedules,
       running,
       pending,
       failed,
@@ -107,7 +112,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     send(res, 200, "text/html; charset=utf-8", body);
   }
 
-  async function act(req: IncomingMessage, res: ServerResponse, url: URL, id: number, verb: string): Promise<void> {
+  async function act(req: IncomingMessage, res: ServerResponse, url: URL, target: number | string, verb: string): Promise<void> {
     const type = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
     if (type !== "application/x-www-form-urlencoded") {
       return sendError(res, 415, "Unsupported Media Type", "Actions are HTML form posts (application/x-www-form-urlencoded).");
@@ -118,7 +123,9 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       return sendError(res, 403, "Forbidden", "The form's security token is missing or does not match: reload the dashboard and try again.");
     }
     let notice: Notice;
-    if (verb === "retry") notice = await retryJob(id, { db }).then((retried) => (retried ? "retried" : "not-retried"), retryRefused);
+    let id = typeof target === "number" ? target : 0;
+    if (typeof target === "string") [notice, id] = await actOnSchedule(db, target, verb);
+    else if (verb === "retry") notice = await retryJob(id, { db }).then((retried) => (retried ? "retried" : "not-retried"), retryRefused);
     else notice = (await cancelJob(id, { db })) ? "cancelled" : "not-cancelled";
     res.statusCode = 303;
     // Back to the page, with its query (an access token…) as it was.
@@ -144,6 +151,13 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       if (req.method !== "POST") return methodNotAllowed(res, "POST");
       return act(req, res, url, Number(match[1]), match[2]!);
     }
+    const scheduleMatch = SCHEDULE_ACTION.exec(rest);
+    if (scheduleMatch) {
+      if (req.method !== "POST") return methodNotAllowed(res, "POST");
+      const name = safeDecode(scheduleMatch[1]!);
+      if (name === null) return sendError(res, 404, "Not Found", "No such page.");
+      return act(req, res, url, name, scheduleMatch[2]!);
+    }
     return sendError(res, 404, "Not Found", "No such page.");
   }
 
@@ -160,6 +174,24 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       }
     });
   };
+}
+
+/** A schedule's pause, resume or run-now; the notice and, for a run, its job id. */
+async function actOnSchedule(db: JobsDatabase, name: string, verb: string): Promise<[Notice, number]> {
+  if (verb === "trigger") {
+    if ((await readSchedule(db, name)) === null) return ["schedule-missing", 0];
+    return ["schedule-triggered", await triggerSchedule(name, { db })];
+  }
+  const done = verb === "pause" ? await pauseSchedule(name, { db }) : await resumeSchedule(name, { db });
+  return [done ? (verb === "pause" ? "schedule-paused" : "schedule-resumed") : "schedule-missing", 0];
+}
+
+function safeDecode(text: string): string | null {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return null;
+  }
 }
 
 /**

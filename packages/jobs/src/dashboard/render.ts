@@ -3,10 +3,23 @@ import { chartLegend, throughputChart, waitCells } from "./chart.js";
 import type { FlowOverview } from "../flow-overview.js";
 import { html, shortJson, type Html } from "./escape.js";
 import { flowSections } from "./flow.js";
+import type { ScheduleStatus } from "../schedules.js";
+import { schedulesSection } from "./schedules.js";
 import type { JobSummary, RecentActivity } from "./queries.js";
 
-export type Notice = "retried" | "not-retried" | "retry-held" | "cancelled" | "not-cancelled";
-export const NOTICES: readonly Notice[] = ["retried", "not-retried", "retry-held", "cancelled", "not-cancelled"];
+export type Notice =
+  "retried" | "not-retried" | "retry-held" | "cancelled" | "not-cancelled" | "schedule-paused" | "schedule-resumed" | "schedule-triggered" | "schedule-missing";
+export const NOTICES: readonly Notice[] = [
+  "retried",
+  "not-retried",
+  "retry-held",
+  "cancelled",
+  "not-cancelled",
+  "schedule-paused",
+  "schedule-resumed",
+  "schedule-triggered",
+  "schedule-missing",
+];
 
 export interface PageModel {
   title: string;
@@ -21,6 +34,8 @@ export interface PageModel {
   activity: RecentActivity;
   /** Limits and groups; null on a schema without flow control. */
   flow: FlowOverview | null;
+  /** Recurring schedules; null on a schema without them. */
+  schedules: ScheduleStatus[] | null;
   running: JobSummary[];
   pending: JobSummary[];
   failed: JobSummary[];
@@ -66,6 +81,10 @@ const NOTICE_TEXT: Record<Notice, (id: number) => string> = {
   "retry-held": (id) => `Job #${id} was not retried: another pending or running job holds its dedup key. Cancel that one or wait until it ends.`,
   cancelled: (id) => `Job #${id} was cancelled.`,
   "not-cancelled": (id) => `Job #${id} was not cancelled: it is no longer pending or running.`,
+  "schedule-paused": () => "The schedule is paused; its pending runs are cancelled.",
+  "schedule-resumed": () => "The schedule is resumed from its next slot.",
+  "schedule-triggered": (id) => `Job #${id} is enqueued: one run of the schedule, now.`,
+  "schedule-missing": () => "No such schedule: it was removed meanwhile.",
 };
 
 const STYLE = `
@@ -148,6 +167,7 @@ export function renderPage(model: PageModel): string {
 <section><h2>Queues</h2>${queuesTable(model.queues, model.activity)}</section>
 ${activitySection(model.queues, model.activity)}
 ${flowSections(model.flow)}
+${schedulesSection(model.schedules, model)}
 ${list(
   "running",
   "Running",
