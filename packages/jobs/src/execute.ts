@@ -8,6 +8,7 @@ import { mayOverflowStatement, overStatementBudget } from "./packet.js";
 import { toJsonText } from "./payload.js";
 import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
 import type { RunDeps, RunOutcome } from "./settle.js";
+import { maintenanceHandler } from "./maintenance.js";
 import { scheduledAtOf } from "./schedule-rows.js";
 import { isReturnedSnooze, snoozeRequest } from "./snooze.js";
 import { withExecutionSpan } from "./telemetry.js";
@@ -18,7 +19,9 @@ export function jobInfo(job: ClaimedJob): JobInfo {
 
 /** Runs the handler with its context. Never throws: a throw becomes an outcome. */
 export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handlers, deps: RunDeps, abort: RunAbort): Promise<RunOutcome> {
-  const handler = Object.prototype.hasOwnProperty.call(handlers, job.task) ? (handlers[job.task] as unknown as JobHandler) : undefined;
+  const handler = Object.prototype.hasOwnProperty.call(handlers, job.task)
+    ? (handlers[job.task] as unknown as JobHandler)
+    : maintenanceHandler(job.task, deps.db);
   if (typeof handler !== "function") {
     const known = Object.keys(handlers).sort();
     const error = new Error(

@@ -23,6 +23,7 @@ export {
   type ScheduleChange,
   type ScheduleStatus,
 } from "./schedules.js";
+export { scheduleMaintenance, PRUNE_TASK, RECLAIM_TASK, type MaintenanceOptions } from "./maintenance.js";
 export { observeFlowControl } from "./flow-metrics.js";
 export { migrate, migrationSql, schemaVersion, latestVersion, type MigrateResult } from "./migrate.js";
 export { connect, closeDefaultDatabase, DEFAULT_SQLITE_FILE, type ConnectOptions, type DbLike } from "./connect.js";

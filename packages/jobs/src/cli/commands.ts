@@ -9,6 +9,7 @@ import { connectionError, jobsPastLease, schedulesWithoutHandler, schemaState, t
 /** The migration that made the schedules table: an older schema has none to check. */
 const SCHEDULES_VERSION = 5;
 import { prune } from "../admin.js";
+import { isMaintenanceTask } from "../maintenance.js";
 import { reclaim } from "../reclaim.js";
 import { statusCounts } from "../status.js";
 import type { Handlers } from "../types.js";
@@ -219,11 +220,11 @@ export async function doctor(p: Parsed, io: Io): Promise<void> {
       const handlersPath = p.values.handlers as string | undefined;
       if (handlersPath) {
         const handlers = await loadHandlers(handlersPath);
-        const { queued, missing } = await tasksWithoutHandler(db, (task) => Object.prototype.hasOwnProperty.call(handlers, task));
+        const { queued, missing } = await tasksWithoutHandler(db, (task) => isMaintenanceTask(task) || Object.prototype.hasOwnProperty.call(handlers, task));
         if (missing.length) bad(`queued tasks without a handler in ${handlersPath}: ${missing.map((t) => `${t.task} (${t.count})`).join(", ")}`);
         else ok(`every queued task has a handler (${queued} task name(s) queued)`);
         if (version >= SCHEDULES_VERSION) {
-          const scheduled = await schedulesWithoutHandler(db, (task) => Object.prototype.hasOwnProperty.call(handlers, task));
+          const scheduled = await schedulesWithoutHandler(db, (task) => isMaintenanceTask(task) || Object.prototype.hasOwnProperty.call(handlers, task));
           if (scheduled.missing.length) {
             bad(`schedules whose task has no handler in ${handlersPath}: ${scheduled.missing.map((s) => `${s.name} (task ${s.task})`).join(", ")}`);
           } else ok(`every schedule's task has a handler (${scheduled.schedules} schedule(s))`);
