@@ -46,7 +46,7 @@ describe("the options module", () => {
       "maxSnoozes",
     ]);
     expect(DRAIN_OPTION_KEYS).toEqual([...PROCESS_OPTION_KEYS, "maxJobs", "signal"]);
-    expect(WORKER_OPTION_KEYS).toHaveLength(12);
+    expect(WORKER_OPTION_KEYS).toHaveLength(13);
   });
 
   it("keeps one default lease, still exported publicly", () => {

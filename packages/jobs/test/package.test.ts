@@ -12,7 +12,7 @@ const pkgDir = fileURLToPath(new URL("..", import.meta.url));
 
 /**
  * The package as published: `pnpm pack` → tarball → unpacked into a fresh node_modules, with
- * its one dependency (pg) linked in. Only what `files` and `exports` ship can be loaded.
+ * its dependencies (pg, croner) linked in. Only what `files` and `exports` ship can be loaded.
  */
 describe("the packed @forge/jobs tarball", () => {
   let app: string;
@@ -23,8 +23,11 @@ describe("the packed @forge/jobs tarball", () => {
     const target = join(app, "node_modules", "@forge", "jobs");
     await mkdir(target, { recursive: true });
     await run("tar", ["-xzf", tarball, "-C", target, "--strip-components=1"]);
-    const pg = dirname(createRequire(join(pkgDir, "package.json")).resolve("pg/package.json"));
-    await symlink(pg, join(app, "node_modules", "pg"));
+    const manifest = JSON.parse(await readFile(join(pkgDir, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+    for (const dependency of Object.keys(manifest.dependencies)) {
+      const found = dirname(createRequire(join(pkgDir, "package.json")).resolve(`${dependency}/package.json`));
+      await symlink(found, join(app, "node_modules", dependency));
+    }
   }, 120_000);
   afterAll(() => rm(app, { recursive: true, force: true }));
 
