@@ -37,7 +37,7 @@ export function cronSlots(cron: unknown, zone: string): CronSlots {
     throw new JobError(`cron must be a cron expression like "30 2 * * *" or "@daily", got ${JSON.stringify(cron)}`, "cron");
   let pattern: Cron;
   try {
-    pattern = new Cron(cron.trim(), { timezone: "Etc/UTC", mode: "5-or-6-parts", paused: true });
+    pattern = new Cron(cron.trim(), { utcOffset: 0, mode: "5-or-6-parts", paused: true });
   } catch (error) {
     throw new JobError(
       `cron ${JSON.stringify(cron)} is not a valid expression (${(error as Error).message}); use five fields (minute hour day month weekday), six with seconds first, or @hourly, @daily, @weekly, @monthly, @yearly`,
@@ -78,13 +78,26 @@ function formatterFor(zone: string): Intl.DateTimeFormat {
   return formatter;
 }
 
-/** The zone's offset from UTC at an instant, in ms (wall = instant + offset). */
+/** Offsets per zone and minute: a walk over a busy expression asks for the same minutes again and again. */
+const offsetCache = new Map<string, number>();
+const OFFSET_CACHE_SIZE = 50_000;
+
+/**
+ * The zone's offset from UTC at an instant, in ms (wall = instant + offset). Read per whole
+ * minute: offsets change on minute boundaries in every zone of the database this century.
+ */
 export function offsetMs(zone: string, instant: number): number {
-  const parts: Record<string, number> = {};
-  for (const part of formatterFor(zone).formatToParts(new Date(instant))) if (part.type !== "literal") parts[part.type] = Number(part.value);
-  const wall = Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!);
-  const seconds = Math.floor(instant / 1000) * 1000;
-  return wall - seconds;
+  const minute = Math.floor(instant / MINUTE) * MINUTE;
+  const key = `${zone}@${minute}`;
+  let offset = offsetCache.get(key);
+  if (offset === undefined) {
+    const parts: Record<string, number> = {};
+    for (const part of formatterFor(zone).formatToParts(new Date(minute))) if (part.type !== "literal") parts[part.type] = Number(part.value);
+    offset = Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!) - minute;
+    if (offsetCache.size >= OFFSET_CACHE_SIZE) offsetCache.clear();
+    offsetCache.set(key, offset);
+  }
+  return offset;
 }
 
 /**
@@ -92,7 +105,10 @@ export function offsetMs(zone: string, instant: number): number {
  * clocks went back over it, the end of the gap when they jumped over it.
  */
 export function instantOf(zone: string, wall: number): number {
-  const offsets = new Set([offsetMs(zone, wall - DAY), offsetMs(zone, wall), offsetMs(zone, wall + DAY)]);
+  const before = offsetMs(zone, wall - DAY);
+  // No change of offset within a day either side (nearly every slot): one instant, no search.
+  if (before === offsetMs(zone, wall + DAY) && offsetMs(zone, wall - before) === before) return wall - before;
+  const offsets = new Set([before, offsetMs(zone, wall), offsetMs(zone, wall + DAY)]);
   const valid = [...offsets].map((o) => wall - o).filter((instant) => offsetMs(zone, instant) === wall - instant);
   if (valid.length > 0) return Math.min(...valid);
   // In a gap: the transition lies between the instants the wall time names under the offsets

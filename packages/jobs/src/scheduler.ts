@@ -1,17 +1,22 @@
-import { cronSlots } from "./cron-slots.js";
+import { cronSlots, type CronSlots } from "./cron-slots.js";
 import type { JobsDatabase } from "./db/database.js";
 import { enqueue } from "./enqueue.js";
 import { silentLogger, type Logger } from "./logger.js";
-import { SCHEDULE_COLUMNS, databaseNow, decodeSchedule, flagParam, slotKey, timestampParam, type ScheduleRow } from "./schedule-rows.js";
+import type { PerDialect } from "./sql.js";
+import { SCHEDULE_COLUMNS, databaseNow, decodeSchedule, slotKey, timestampParam, type ScheduleRow } from "./schedule-rows.js";
 
 /**
  * A slot found due at most this late is on time, not missed: the catch-up policy never drops
  * it. Wider than any sane poll interval, so a slow tick is not an outage.
  */
 export const ON_TIME_MS = 60_000;
-/** Past this many due slots, the walk restarts a day before now (a per-second cron after a week away). */
+/** Past this many due slots, the walk restarts closer to now (see slotsToRun). */
 const LONG_WALK = 10_000;
-const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
+const RESTART_WINDOWS = [HOUR_MS, 24 * HOUR_MS, 32 * 24 * HOUR_MS, 400 * 24 * HOUR_MS];
+
+/** As jobs_schedules_due is defined: the predicate of the partial index, or the first column of MariaDB's. */
+const NOT_PAUSED: PerDialect<string> = { postgres: "NOT paused", sqlite: "NOT paused", mysql: "paused = FALSE" };
 
 export interface SchedulerTickOptions {
   /** The scheduler's notion of now. Tests drive it; in production the database clock decides. */
@@ -31,8 +36,8 @@ export async function runDueSchedules(db: JobsDatabase, options: SchedulerTickOp
   const now = options.now ?? (await databaseNow(db));
   const logger = options.logger ?? silentLogger;
   const { rows } = await db.executor.query<Record<string, unknown>>(
-    `SELECT ${SCHEDULE_COLUMNS} FROM ${db.schedulesTable} WHERE paused = $1 AND next_run_at <= $2 ORDER BY next_run_at`,
-    [flagParam(db, false), timestampParam(db, now)],
+    `SELECT ${SCHEDULE_COLUMNS} FROM ${db.schedulesTable} WHERE ${NOT_PAUSED[db.dialect]} AND next_run_at <= $1 ORDER BY next_run_at`,
+    [timestampParam(db, now)],
   );
   let handed = 0;
   for (const raw of rows) {
@@ -48,27 +53,45 @@ export async function runDueSchedules(db: JobsDatabase, options: SchedulerTickOp
   return handed;
 }
 
-/** The slots of a schedule to enqueue now, oldest first, and the latest slot due. */
+interface Walk {
+  missed: Date[];
+  onTime: Date[];
+  /** The first slot after now. */
+  next: Date | null;
+  /** False when the walk stopped at `maxSteps` before reaching now. */
+  finished: boolean;
+}
+
+/** The due slots from `first` to now: all the on-time ones, the last `keep` missed ones. */
+function walk(slots: CronSlots, first: Date | null, now: number, onTimeFrom: number, keep: number, maxSteps: number): Walk {
+  const result: Walk = { missed: [], onTime: [], next: first, finished: true };
+  for (let steps = 0; result.next !== null && result.next.getTime() <= now; steps++) {
+    if (steps === maxSteps) return { ...result, finished: false };
+    if (result.next.getTime() >= onTimeFrom) result.onTime.push(result.next);
+    else if (result.missed.push(result.next) > keep) result.missed.shift();
+    result.next = slots.nextAfter(result.next);
+  }
+  return result;
+}
+
+/** The slots of a schedule to enqueue now, oldest first, the latest slot due, and the next one. */
 export function slotsToRun(row: ScheduleRow, now: Date, onTimeMs: number): { run: Date[]; latest: Date | null; next: Date | null } {
   const slots = cronSlots(row.cron, row.timezone);
   const keep = row.catchUp === "all" ? row.catchUpLimit : 1;
-  const onTimeFrom = now.getTime() - onTimeMs;
-  const missed: Date[] = [];
-  const onTime: Date[] = [];
-  let slot: Date | null = row.nextRunAt;
-  let walked = 0;
-  while (slot !== null && slot.getTime() <= now.getTime()) {
-    if (slot.getTime() >= onTimeFrom) onTime.push(slot);
-    else {
-      missed.push(slot);
-      if (missed.length > keep) missed.shift();
-    }
-    if (++walked === LONG_WALK && slot.getTime() < now.getTime() - DAY_MS) slot = new Date(now.getTime() - DAY_MS);
-    slot = slots.nextAfter(slot);
+  const at = now.getTime();
+  const onTimeFrom = at - onTimeMs;
+  let found = walk(slots, row.nextRunAt, at, onTimeFrom, keep, LONG_WALK);
+  // A long outage of a busy expression (a week of an every-second cron): only the last slots
+  // count, so walk the last hour, day, month or year instead, the first that holds enough.
+  for (const window of RESTART_WINDOWS) {
+    if (found.finished) break;
+    // Never before the schedule's own next slot: the slots before it were handled.
+    const from = Math.max(row.nextRunAt!.getTime(), Math.min(at - window, onTimeFrom));
+    found = walk(slots, slots.nextAfter(new Date(from - 1)), at, onTimeFrom, keep, Infinity);
+    if (found.missed.length >= keep) break;
   }
-  const latest = onTime.at(-1) ?? missed.at(-1) ?? null;
-  const caughtUp = row.catchUp === "none" ? [] : missed;
-  return { run: [...caughtUp, ...onTime], latest, next: slot };
+  const latest = found.onTime.at(-1) ?? found.missed.at(-1) ?? null;
+  return { run: [...(row.catchUp === "none" ? [] : found.missed), ...found.onTime], latest, next: found.next };
 }
 
 async function runSchedule(db: JobsDatabase, row: ScheduleRow, now: Date, onTimeMs: number, logger: Logger): Promise<number> {

@@ -22,6 +22,8 @@ import { checkInteger, checkKnownOptions, checkName, checkTenant, describe } fro
 
 /** Slots `catchUp: "all"` runs after downtime when `catchUpLimit` is not given: the most recent ones. */
 export const DEFAULT_CATCH_UP_LIMIT = 100;
+/** Above this, a long outage's walk back (see scheduler.ts) could not promise the cap. */
+const MAX_CATCH_UP_LIMIT = 1000;
 /** Schedule names sit in a MariaDB primary key and in each run's idempotency key. */
 const MAX_SCHEDULE_NAME_LENGTH = 191;
 
@@ -38,7 +40,7 @@ export interface ScheduleOptions {
   timezone?: string;
   /** Slots missed while no scheduler ran: "none", the "last" one (default), or "all" up to `catchUpLimit`. */
   catchUp?: "none" | "last" | "all";
-  /** With `catchUp: "all"`, at most this many missed slots run, the most recent. Default 100. */
+  /** With `catchUp: "all"`, at most this many missed slots run, the most recent. Default 100, at most 1,000. */
   catchUpLimit?: number;
   /** "skip" (default): no new run while the previous one is pending or running. "allow": runs may overlap. */
   overlap?: "allow" | "skip";
@@ -106,7 +108,7 @@ function checkDefinition(cron: unknown, options: unknown, where: string): Schedu
     queue: o.queue === undefined ? DEFAULT_QUEUE : checkName(o.queue, "queue"),
     tenant: checkTenant(o.tenant, "tenant", "a schedule whose runs have no tenant"),
     catchUp: o.catchUp ?? "last",
-    catchUpLimit: o.catchUpLimit === undefined ? DEFAULT_CATCH_UP_LIMIT : checkInteger(o.catchUpLimit, "catchUpLimit", 1, 100_000),
+    catchUpLimit: o.catchUpLimit === undefined ? DEFAULT_CATCH_UP_LIMIT : checkInteger(o.catchUpLimit, "catchUpLimit", 1, MAX_CATCH_UP_LIMIT),
     overlap: o.overlap ?? "skip",
   };
 }

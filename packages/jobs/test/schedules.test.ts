@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   enqueue,
   JobError,
@@ -13,7 +13,7 @@ import {
   type JobContext,
 } from "../src/index.js";
 import { cronSlots } from "../src/cron-slots.js";
-import { runDueSchedules } from "../src/scheduler.js";
+import { runDueSchedules, slotsToRun } from "../src/scheduler.js";
 import { timestampParam } from "../src/schedule-rows.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
@@ -31,6 +31,10 @@ describe.each(backends())("schedules ($name)", (backend) => {
   let t: TestDatabase;
   beforeAll(async () => (t = await backend.create()));
   afterAll(() => t.close());
+  // Each test's simulated clock would find the others' schedules due too: one test, its own schedules.
+  afterEach(async () => {
+    for (const s of await listSchedules({ db: t.db })) await unschedule(s.name, { db: t.db });
+  });
 
   /** The slots a schedule's jobs were enqueued for, from their idempotency keys, oldest first. */
   async function slotsOf(name: string, status?: string): Promise<string[]> {
@@ -281,5 +285,41 @@ describe.each(backends())("schedules ($name)", (backend) => {
     const [row] = await t.sql<{ task: string; queue: string; status: string }>("SELECT task, queue, status FROM {jobs} WHERE id = $1", [id]);
     expect(row).toEqual({ task: "tr", queue: "trigger", status: "pending" });
     await expect(triggerSchedule("nope", { db: t.db })).rejects.toBeInstanceOf(JobError);
+  });
+});
+
+describe("the scheduler's walk over missed slots", () => {
+  const row = (cron: string, catchUp: "none" | "last" | "all", nextRunAt: string) => ({
+    name: "walk",
+    cron,
+    timezone: "UTC",
+    task: "t",
+    payload: null,
+    queue: "default",
+    tenant: null,
+    catchUp,
+    catchUpLimit: 3,
+    overlap: "allow" as const,
+    paused: false,
+    fromCode: false,
+    definition: "",
+    nextRunAt: new Date(nextRunAt),
+    lastRunAt: null,
+  });
+
+  it("after a week away from an every-second schedule, finds the latest slots without walking them all", () => {
+    const now = new Date("2027-01-08T00:00:00.500Z");
+    const last = slotsToRun(row("* * * * * *", "last", "2027-01-01T00:00:00Z"), now, 0);
+    expect(last.run.map((d) => d.toISOString())).toEqual(["2027-01-08T00:00:00.000Z"]);
+    expect(last.next!.toISOString()).toBe("2027-01-08T00:00:01.000Z");
+    const all = slotsToRun(row("* * * * * *", "all", "2027-01-01T00:00:00Z"), now, 0);
+    expect(all.run.map((d) => d.toISOString())).toEqual(["2027-01-07T23:59:58.000Z", "2027-01-07T23:59:59.000Z", "2027-01-08T00:00:00.000Z"]);
+  });
+
+  it("keeps slots found less than the on-time window late, whatever the policy", () => {
+    const now = new Date("2027-01-01T00:00:30Z");
+    const none = slotsToRun(row("*/10 * * * * *", "none", "2027-01-01T00:00:00Z"), now, 25_000);
+    expect(none.run.map((d) => d.toISOString())).toEqual(["2027-01-01T00:00:10.000Z", "2027-01-01T00:00:20.000Z", "2027-01-01T00:00:30.000Z"]);
+    expect(none.latest!.toISOString()).toBe("2027-01-01T00:00:30.000Z");
   });
 });
