@@ -22,6 +22,17 @@ function cli(args: string[]): Promise<{ code: number | null; stdout: string; std
   });
 }
 
+describe("forge-jobs schedules: usage", () => {
+  it("schedules --help names its actions; worker --help its --no-schedules", async () => {
+    const help = await cli(["schedules", "--help"]);
+    expect(help.code).toBe(0);
+    for (const text of ["Usage: forge-jobs schedules", "pause <name>", "resume <name>", "trigger <name>", "--database-url"])
+      expect(help.stdout).toContain(text);
+    expect((await cli(["worker", "--help"])).stdout).toContain("--no-schedules");
+    expect((await cli(["--help"])).stdout).toMatch(/schedules +list recurring schedules/);
+  });
+});
+
 describe.each(backends())("forge-jobs schedules and doctor ($name)", (backend) => {
   let t: TestDatabase;
   let common: string[];

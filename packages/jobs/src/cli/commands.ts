@@ -176,6 +176,7 @@ export async function runWorkerCommand(p: Parsed, io: Io): Promise<void> {
     ...(num("lease") !== undefined ? { lease: num("lease") } : {}),
     ...(num("grace") !== undefined ? { gracePeriod: num("grace") } : {}),
     ...(num("poll") !== undefined ? { pollInterval: num("poll") } : {}),
+    ...(p.values["no-schedules"] ? { schedules: false } : {}),
   };
   const worker = createWorker(handlers, options);
   worker.on("worker:started", (e) =>

@@ -24,6 +24,7 @@ const COMMANDS = {
       lease: { type: "string" },
       grace: { type: "string" },
       poll: { type: "string" },
+      "no-schedules": { type: "boolean" },
     },
   },
   doctor: { run: doctor, options: { handlers: { type: "string" } } },

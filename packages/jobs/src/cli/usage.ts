@@ -60,7 +60,9 @@ For a TypeScript module run: node --import tsx $(which forge-jobs) worker ./hand
   --concurrency <n>      handlers at once (default 10)
   --lease <seconds>      lease per claim, extended while running (default 30)
   --grace <seconds>      shutdown grace period (default 10)
-  --poll <seconds>       poll interval when no wake-up arrives (default 1)${COMMON_OPTIONS}`,
+  --poll <seconds>       poll interval when no wake-up arrives (default 1)
+  --no-schedules         do not run the scheduler (by default every worker enqueues the due
+                         runs of the stored schedules; see forge-jobs schedules)${COMMON_OPTIONS}`,
   doctor: `Usage: forge-jobs doctor [--handlers <module>]
 
 Checks that the schema is applied and current, that no job is stuck past its lease, and —
