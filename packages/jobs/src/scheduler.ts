@@ -1,5 +1,5 @@
 import { cronSlots, type CronSlots } from "./cron-slots.js";
-import type { JobsDatabase } from "./db/database.js";
+import { JobsDatabase } from "./db/database.js";
 import { enqueue } from "./enqueue.js";
 import { silentLogger, type Logger } from "./logger.js";
 import type { PerDialect } from "./sql.js";
@@ -28,9 +28,10 @@ export interface SchedulerTickOptions {
 
 /**
  * One pass of the scheduler: for every due schedule, enqueues its due slots by its catch-up
- * policy and moves it to its next slot. Any number of processes may run this at once: a slot's
- * job has the idempotency key `schedule:<name>@<slot>`, so the database takes one per slot, and
- * next_run_at moves by compare-and-set. Returns how many slots it handed to enqueue.
+ * policy and moves it to its next slot. Any number of processes may run this at once: next_run_at
+ * moves by compare-and-set in the transaction that enqueues the slots, and a slot's job has the
+ * idempotency key `schedule:<name>@<slot>`, unique in the jobs table. Returns how many slots it
+ * enqueued.
  */
 export async function runDueSchedules(db: JobsDatabase, options: SchedulerTickOptions = {}): Promise<number> {
   const now = options.now ?? (await databaseNow(db));
@@ -96,21 +97,32 @@ export function slotsToRun(row: ScheduleRow, now: Date, onTimeMs: number): { run
 
 async function runSchedule(db: JobsDatabase, row: ScheduleRow, now: Date, onTimeMs: number, logger: Logger): Promise<number> {
   const { run, latest, next } = slotsToRun(row, now, onTimeMs);
-  for (const slot of run) {
-    await enqueue(row.task, row.payload as never, {
-      db,
-      queue: row.queue,
-      ...(row.tenant === null ? {} : { tenant: row.tenant }),
-      idempotencyKey: slotKey(row.name, slot),
-      // One run pending or running at a time: the queue's dedup key holds the others back.
-      ...(row.overlap === "skip" ? { dedupKey: `schedule:${row.name}` } : {}),
-    });
-  }
-  // Compare-and-set: a process that read the row before another moved it changes nothing.
-  await db.executor.query(
-    `UPDATE ${db.schedulesTable} SET next_run_at = $2, last_run_at = $3, updated_at = ${db.sql.now} WHERE name = $1 AND next_run_at = $4`,
-    [row.name, timestampParam(db, next), timestampParam(db, latest), timestampParam(db, row.nextRunAt)],
-  );
-  if (run.length > 0) logger.debug({ schedule: row.name, slots: run.map((s) => s.toISOString()) }, "schedule: runs enqueued");
+  // Move the schedule and enqueue its slots in one transaction, the move first by compare-and-set:
+  // a pass that read the row before another moved it waits on the row, then changes nothing, so
+  // even a pass stalled past the pruning of a slot's job cannot enqueue that slot again. The
+  // slot key's unique index stays the guarantee beneath.
+  const moved = await db.executor.transaction(async (tx) => {
+    const { rowCount } = await tx.query(
+      `UPDATE ${db.schedulesTable} SET next_run_at = $2, last_run_at = $3, updated_at = ${db.sql.now} WHERE name = $1 AND next_run_at = $4`,
+      [row.name, timestampParam(db, next), timestampParam(db, latest), timestampParam(db, row.nextRunAt)],
+    );
+    if (rowCount === 0) return false;
+    const inTransaction = new JobsDatabase(tx, db.settings);
+    for (const slot of run) {
+      await enqueue(row.task, row.payload as never, {
+        db: inTransaction,
+        queue: row.queue,
+        ...(row.tenant === null ? {} : { tenant: row.tenant }),
+        idempotencyKey: slotKey(row.name, slot),
+        // One run pending or running at a time: the queue's dedup key holds the others back.
+        ...(row.overlap === "skip" ? { dedupKey: `schedule:${row.name}` } : {}),
+      });
+    }
+    return true;
+  });
+  if (!moved || run.length === 0) return 0;
+  // The transaction's executor wakes no one; where the server cannot push, this process's workers hear it here.
+  db.executor.notify?.(db.channel, row.queue);
+  logger.debug({ schedule: row.name, slots: run.map((s) => s.toISOString()) }, "schedule: runs enqueued");
   return run.length;
 }

@@ -157,6 +157,15 @@ describe.each(backends())("schedules ($name)", (backend) => {
     expect(new Set(slots).size).toBe(30);
   });
 
+  it("a slot handed out again (its schedule moved back, as a stale writer would) still has one job: the unique slot key", async () => {
+    await schedule("again", "* * * * *", { task: "tick", overlap: "allow", db: t.db });
+    await startAt("again", "2027-02-02T00:00:00Z");
+    await runDueSchedules(t.db, { now: new Date("2027-02-02T00:00:01Z") });
+    await startAt("again", "2027-02-02T00:00:00Z");
+    expect(await runDueSchedules(t.db, { now: new Date("2027-02-02T00:00:02Z") })).toBe(1);
+    expect(await slotsOf("again")).toEqual(["2027-02-02T00:00:00.000Z"]);
+  });
+
   describe.each([
     // Paris: clocks go forward 02:00 → 03:00 on 28 March 2027, back 03:00 → 02:00 on 31 October 2027.
     { zone: "Europe/Paris", spring: "2027-03-28", fall: "2027-10-31", springOut: "2027-03-28T01:00:00.000Z", fallOut: "2027-10-31T00:30:00.000Z" },
