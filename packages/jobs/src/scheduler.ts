@@ -95,15 +95,16 @@ export function slotsToRun(row: ScheduleRow, now: Date, onTimeMs: number): { run
   return { run: [...(row.catchUp === "none" ? [] : found.missed), ...found.onTime], latest, next: found.next };
 }
 
-async function runSchedule(db: JobsDatabase, row: ScheduleRow, now: Date, onTimeMs: number, logger: Logger): Promise<number> {
+export async function runSchedule(db: JobsDatabase, row: ScheduleRow, now: Date, onTimeMs: number, logger: Logger): Promise<number> {
   const { run, latest, next } = slotsToRun(row, now, onTimeMs);
   // Move the schedule and enqueue its slots in one transaction, the move first by compare-and-set:
   // a pass that read the row before another moved it waits on the row, then changes nothing, so
   // even a pass stalled past the pruning of a slot's job cannot enqueue that slot again. The
-  // slot key's unique index stays the guarantee beneath.
+  // slot key's unique index stays the guarantee beneath. Paused (or removed) meanwhile: nothing,
+  // and a pause that commits after this cancels what this enqueued.
   const moved = await db.executor.transaction(async (tx) => {
     const { rowCount } = await tx.query(
-      `UPDATE ${db.schedulesTable} SET next_run_at = $2, last_run_at = $3, updated_at = ${db.sql.now} WHERE name = $1 AND next_run_at = $4`,
+      `UPDATE ${db.schedulesTable} SET next_run_at = $2, last_run_at = $3, updated_at = ${db.sql.now} WHERE name = $1 AND next_run_at = $4 AND ${NOT_PAUSED[db.dialect]}`,
       [row.name, timestampParam(db, next), timestampParam(db, latest), timestampParam(db, row.nextRunAt)],
     );
     if (rowCount === 0) return false;

@@ -13,7 +13,9 @@ import {
   type JobContext,
 } from "../src/index.js";
 import { cronSlots } from "../src/cron-slots.js";
-import { runDueSchedules, slotsToRun } from "../src/scheduler.js";
+import { runDueSchedules, runSchedule, slotsToRun } from "../src/scheduler.js";
+import { readSchedule } from "../src/schedules.js";
+import { silentLogger } from "../src/logger.js";
 import { timestampParam } from "../src/schedule-rows.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
@@ -272,6 +274,15 @@ describe.each(backends())("schedules ($name)", (backend) => {
     expect((await listSchedules({ db: t.db })).map((s) => s.name)).not.toContain("pausing");
     expect(await unschedule("pausing", { db: t.db })).toBe(false);
     expect(await pauseSchedule("pausing", { db: t.db })).toBe(false);
+  });
+
+  it("a pass that read a schedule before it was paused enqueues nothing", async () => {
+    await schedule("stale-read", "* * * * *", { task: "p", overlap: "allow", db: t.db });
+    await startAt("stale-read", "2027-06-02T00:00:00Z");
+    const stale = (await readSchedule(t.db, "stale-read"))!;
+    await pauseSchedule("stale-read", { db: t.db });
+    expect(await runSchedule(t.db, stale, new Date("2027-06-02T00:00:01Z"), 60_000, silentLogger)).toBe(0);
+    expect(await slotsOf("stale-read")).toEqual([]);
   });
 
   it("a run sees its planned time as ctx.scheduledAt, however late it runs; other jobs see null", async () => {
