@@ -1,5 +1,6 @@
 import { cronSlots, type CronSlots } from "./cron-slots.js";
 import { JobsDatabase } from "./db/database.js";
+import { isMissingTable } from "./flow-overview.js";
 import { enqueue } from "./enqueue.js";
 import { silentLogger, type Logger } from "./logger.js";
 import type { PerDialect } from "./sql.js";
@@ -126,4 +127,23 @@ export async function runSchedule(db: JobsDatabase, row: ScheduleRow, now: Date,
   db.executor.notify?.(db.channel, row.queue);
   logger.debug({ schedule: row.name, slots: run.map((s) => s.toISOString()) }, "schedule: runs enqueued");
   return run.length;
+}
+
+/**
+ * A worker's scheduler pass, run every poll interval (any number of workers may: each slot runs
+ * once). On a schema without the schedules table (migration 5 not applied yet) it says so once
+ * and stands by, instead of failing every poll.
+ */
+export function schedulerPass(db: JobsDatabase, pollMs: number, logger: Logger): () => Promise<void> {
+  let missing = false;
+  return async () => {
+    if (missing) return;
+    try {
+      await runDueSchedules(db, { logger, onTimeMs: Math.max(ON_TIME_MS, 2 * pollMs) });
+    } catch (error) {
+      if (!isMissingTable(error)) throw error;
+      missing = true;
+      logger.warn({}, "schedules are not run: the schema has no schedules table yet (run forge-jobs migrate, then restart the worker)");
+    }
+  };
 }

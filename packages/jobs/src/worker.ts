@@ -14,7 +14,7 @@ import { handBack, settle, type RunDeps, type SettleWrites } from "./settle.js";
 import { instrumentEmitter } from "./telemetry.js";
 import { repeat, within } from "./timers.js";
 import type { Handlers, JobInfo } from "./types.js";
-import { ON_TIME_MS, runDueSchedules } from "./scheduler.js";
+import { schedulerPass } from "./scheduler.js";
 import { Waker } from "./waker.js";
 import { Wakeups } from "./wakeups.js";
 import { workerSettings, type WorkerOptions, type WorkerSettings } from "./worker-options.js";
@@ -128,7 +128,7 @@ export class Worker {
       const maintenance = { active: () => this.state === "running", onError: (error: unknown) => this.error(error, "background maintenance") };
       this.timers.push(repeat((lease * 1000) / EXTENSIONS_PER_LEASE, () => this.extendAll(), maintenance));
       if (sweepMs > 0) this.timers.push(repeat(sweepMs, () => this.sweep(), maintenance));
-      if (this.settings.schedules) this.timers.push(repeat(this.settings.pollMs, () => this.runSchedules(), maintenance));
+      if (this.settings.schedules) this.timers.push(repeat(this.settings.pollMs, schedulerPass(this.db, this.settings.pollMs, this.deps.logger), maintenance));
       this.emitter.emit("worker:started", { workerId: this.id, queues, concurrency });
       this.deps.logger.info({ workerId: this.id, queues, concurrency }, "worker started");
       if (!signal?.aborted) await (this.looping = this.loop());
@@ -136,11 +136,6 @@ export class Worker {
     } finally {
       signal?.removeEventListener("abort", onAbort);
     }
-  }
-
-  /** Enqueues the due runs of schedules (any number of workers may: each slot runs once). */
-  private async runSchedules(): Promise<void> {
-    await runDueSchedules(this.db, { logger: this.deps.logger, onTimeMs: Math.max(ON_TIME_MS, 2 * this.settings.pollMs) });
   }
 
   /** Graceful stop: resolves once in-flight jobs have finished or been handed back. */
