@@ -122,21 +122,28 @@ describe.each(backends())("flow control with killed and stalled worker processes
     survivor.on("job:reclaimed", (e) => reclaimed.push(e.job.id));
     const running = survivor.run();
 
-    doomed.kill("SIGKILL");
-    await doomed.exited;
-    const deadIds = (await runsOf(ids)).map((r) => Number(r.job_id));
-    const dead = await jobs(deadIds);
-    for (const job of dead) expect(job.status, `job ${job.id} of the dead worker before its lease ended`).toBe("running");
-    const leasesEnd = Math.min(...dead.map((j) => (j.status === "running" ? j.lockedUntil.getTime() : Infinity)));
+    let leasesEnd: number;
+    let deadIds: number[];
+    let maxSampled: number;
+    try {
+      doomed.kill("SIGKILL");
+      await doomed.exited;
+      deadIds = (await runsOf(ids)).map((r) => Number(r.job_id));
+      const dead = await jobs(deadIds);
+      for (const job of dead) expect(job.status, `job ${job.id} of the dead worker before its lease ended`).toBe("running");
+      leasesEnd = Math.min(...dead.map((j) => (j.status === "running" ? j.lockedUntil.getTime() : Infinity)));
 
-    await waitFor(
-      "all ten jobs done",
-      async () => (await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'`, [queue])) === ids.length,
-      30_000,
-    );
-    const maxSampled = await sampler.stop();
-    stop.abort();
-    await running;
+      await waitFor(
+        "all ten jobs done",
+        async () => (await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'`, [queue])) === ids.length,
+        30_000,
+      );
+    } finally {
+      // Stopped on failure too: neither may outlive the test's database.
+      maxSampled = await sampler.stop();
+      stop.abort();
+      await running;
+    }
 
     expect(errors).toEqual([]);
     expect(maxSampled, "running jobs of the key, sampled from the database").toBeLessThanOrEqual(LIMIT);
@@ -192,12 +199,18 @@ describe.each(backends())("flow control with killed and stalled worker processes
     if (stalled) a.kill("SIGCONT");
 
     const fencedCompletion = (m: Message) => m.type === "job:fenced" && m.write === "complete";
-    await waitFor("A's late completions refused", async () => {
+    // Settled either way: both refused, or one landed and ended a job the holder runs.
+    await waitFor("A's late completions written", async () => {
       a.assertRunning();
-      return a.count(fencedCompletion) === LIMIT;
+      if (a.count(fencedCompletion) === LIMIT) return true;
+      return (await jobs(ids.slice(0, LIMIT))).some((j) => j.status !== "running");
     });
-    expect(a.messages.filter(fencedCompletion).map((m) => m.job)).toEqual(expect.arrayContaining(ids.slice(0, LIMIT)));
-    // The slots are still the holder's: its runs are the key's running jobs, and nothing more is claimed.
+    // The slots are still the holder's: nothing more is claimed, and its runs are the key's running jobs.
+    const third = await claimJobs(t.db, { queues: [queue], limit: 5, start: 5, lease: 60, workerId: "third" });
+    expect(
+      third.jobs.map((j) => j.id),
+      "a third job of the key claimed",
+    ).toEqual([]);
     const rows = await t.sql<{ id: number | string; token: string }>(
       `SELECT id, claim_token AS token FROM {jobs} WHERE concurrency_key = $1 AND status = 'running' ORDER BY id`,
       [key],
@@ -205,8 +218,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
     expect(rows.map((r) => ({ id: Number(r.id), token: String(r.token) }))).toEqual(
       holder.map((j) => ({ id: j.id, token: j.token })).sort((x, y) => x.id - y.id),
     );
-    const third = await claimJobs(t.db, { queues: [queue], limit: 5, start: 5, lease: 60, workerId: "third" });
-    expect(third.jobs).toEqual([]);
+    expect(a.messages.filter(fencedCompletion).map((m) => m.job)).toEqual(expect.arrayContaining(ids.slice(0, LIMIT)));
     expect(await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'pending'`, [queue])).toBe(2);
     a.kill("SIGKILL");
     await a.exited;
