@@ -77,7 +77,7 @@ export async function rateAccuracy(ctx: Ctx, targets: ForgeTarget[]): Promise<vo
     const row: Row = {
       system: target.backend,
       label: `@forge/jobs on ${BACKEND_TITLE[target.backend]}`,
-      config: `setLimit("${RATE_KEY}", { rate: ${JSON.stringify(RATE).replace(/"/g, "")} }); ${RATE_PROCESSES} processes × runWorker({ concurrency: ${RATE_CONCURRENCY} }) with its defaults`,
+      config: `setLimit("${RATE_KEY}", { rate: { limit: ${RATE.limit}, perSeconds: ${RATE.perSeconds}, burst: ${RATE.burst} } }); ${RATE_PROCESSES} processes × runWorker({ concurrency: ${RATE_CONCURRENCY} }) with its defaults`,
       samples: {},
     };
     rows.push(row);

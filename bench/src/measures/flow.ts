@@ -192,7 +192,7 @@ async function noisyNeighbour(ctx: Ctx, target: ForgeTarget): Promise<void> {
         const w = sorted(res.waits);
         addSample(row, "wait p50", percentile(w, 50));
         addSample(row, "wait p99", percentile(w, 99));
-        addSample(row, "wait max", w[w.length - 1]!);
+        addSample(row, "max (ms)", w[w.length - 1]!);
         done.push([e, res]);
       }
       const notes: string[] = [];
@@ -218,7 +218,7 @@ async function noisyNeighbour(ctx: Ctx, target: ForgeTarget): Promise<void> {
     unit: "ms",
     better: "lower",
     columns: ["wait p50", "wait p99"],
-    costColumns: ["wait max", "A jobs/s", "A ÷ alone"],
+    costColumns: ["max (ms)", "A jobs/s", "A ÷ alone"],
     ref: "forge:groups",
     rows: [...rows.values()],
     notes: [

@@ -197,6 +197,12 @@ export class FlowGraphile implements FlowSystem {
 }
 
 const PGBOSS_QUEUE = "flow";
+
+/** `{ a: 1, b: 2 }` as written in code, for the configuration column. */
+const literal = (o: object): string =>
+  `{ ${Object.entries(o)
+    .map(([k, v]) => `${k}: ${String(v)}`)
+    .join(", ")} }`;
 /**
  * burstWhenReadyExceeds reads the ready count cached from the queue's stats: the supervisor
  * refreshes the stats and the manager its cache, both every second at the least here (60 s by
@@ -231,13 +237,9 @@ export class FlowPgBoss implements FlowSystem {
   }
 
   describe(flow: boolean): string {
-    const o = JSON.stringify(this.workOptions(10, flow))
-      .replace(/"(\w+)":/g, "$1: ")
-      .replace(/,/g, ", ");
+    const o = literal(this.workOptions(10, flow));
     return flow
-      ? `send/insert with { group: { id: tenant } }; work(${o}); new PgBoss(${JSON.stringify(PGBOSS_INSTANCE)
-          .replace(/"(\w+)":/g, "$1: ")
-          .replace(/,/g, ", ")})`
+      ? `send/insert with { group: { id: tenant } }; work(${o}); new PgBoss(${literal(PGBOSS_INSTANCE)})`
       : `the same jobs with no group; work(${o}), same instance and queue`;
   }
 
