@@ -23,20 +23,28 @@ const KEY_LIMIT = 5;
 
 const missing = "setLimit / removeLimit are not exported by @forge/jobs in this tree yet (issue 14 lands them)";
 
-function spawnChildren(target: ForgeTarget): Promise<ChildProcess[]> {
-  return Promise.all(
-    Array.from({ length: RATE_PROCESSES }, () => {
-      const child = fork(CHILD, [target.url, target.schema ?? "", String(RATE_CONCURRENCY)], {
-        execArgv: ["--import", TSX],
-        stdio: ["ignore", "inherit", "inherit", "ipc"],
-      });
-      return new Promise<ChildProcess>((resolve, reject) => {
-        child.once("message", () => resolve(child));
-        child.once("error", reject);
-        child.once("exit", (code) => reject(new Error(`flow worker exited with ${code} before it was ready`)));
-      });
-    }),
-  );
+/** Forks the worker processes and waits until each has loaded; if one fails, the others are ended. */
+async function spawnChildren(target: ForgeTarget): Promise<ChildProcess[]> {
+  const children: ChildProcess[] = [];
+  const ready = Array.from({ length: RATE_PROCESSES }, () => {
+    const child = fork(CHILD, [target.url, target.schema ?? "", String(RATE_CONCURRENCY)], {
+      execArgv: ["--import", TSX],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    children.push(child);
+    return new Promise<void>((resolve, reject) => {
+      child.once("message", () => resolve());
+      child.once("error", reject);
+      child.once("exit", (code) => reject(new Error(`flow worker exited with ${code} before it was ready`)));
+    });
+  });
+  const settled = await Promise.allSettled(ready);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) {
+    for (const child of children) child.kill();
+    throw failed.reason;
+  }
+  return children;
 }
 
 function stopChildren(children: ChildProcess[]): Promise<number[]> {
@@ -93,10 +101,14 @@ export async function rateAccuracy(ctx: Ctx, targets: ForgeTarget[]): Promise<vo
             { db: sys.db },
           );
         const children = await spawnChildren(target);
-        await settle(target.backend === "postgres" ? ctx.admin : null);
-        for (const child of children) child.send({ type: "go" });
-        await sleep(RATE_STARTUP_MS + seconds * 1000 + 2000);
-        const starts = await stopChildren(children);
+        let starts: number[];
+        try {
+          await settle(target.backend === "postgres" ? ctx.admin : null);
+          for (const child of children) child.send({ type: "go" });
+          await sleep(RATE_STARTUP_MS + seconds * 1000 + 2000);
+        } finally {
+          starts = await stopChildren(children);
+        }
         const from = (starts[0] ?? 0) + RATE_STARTUP_MS;
         const perSecond = Array.from({ length: seconds }, () => 0);
         for (const t of starts) {
