@@ -6,7 +6,7 @@ import { percentile, rotate, sleep, sorted } from "../lib/stats.js";
 import { FlowForge, FlowGraphile, FlowPgBoss, type FlowJob, type FlowSystem } from "../systems/flow.js";
 import { Unavailable } from "../systems/types.js";
 import { addSample, settle, type Ctx } from "./common.js";
-import { BACKEND_TITLE, BACKENDS, forgeTarget, type Backend, type ForgeTarget } from "./flow-backends.js";
+import { BACKEND_TITLE, BACKENDS, forgeTarget, type ForgeTarget } from "./flow-backends.js";
 import { costOfFlowControl, rateAccuracy } from "./flow-limits.js";
 
 /** The scenario: ten small tenants at 10 jobs/s each, 5 ms handlers, one worker at concurrency 10. */
@@ -226,5 +226,3 @@ async function noisyNeighbour(ctx: Ctx, target: ForgeTarget): Promise<void> {
     ],
   });
 }
-
-export type { Backend };
