@@ -82,7 +82,11 @@ interface ClaimStatement {
  * flow control is unused.
  */
 function noFlowIn(db: JobsDatabase, queues: string): string {
-  return `NOT EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND ${queues} AND (group_key <> '' OR concurrency_key <> ''))`;
+  if (db.dialect !== "mysql")
+    return `NOT EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND ${queues} AND (group_key <> '' OR concurrency_key <> ''))`;
+  // No partial index: a range of jobs_flow_claim past group '' for groups, jobs_key_pending for keys.
+  return `NOT EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND ${queues} AND group_key > '')
+          AND NOT EXISTS (SELECT 1 FROM ${db.table} WHERE pending_key > '' AND ${queues})`;
 }
 
 /**
