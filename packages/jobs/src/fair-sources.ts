@@ -103,7 +103,7 @@ export async function candidatesOf(db: JobsDatabase, tx: Executor, sources: read
   const rows: CandidateRow[] = [];
   if (db.dialect === "postgres") {
     const params: unknown[] = [sources.map((s) => s.queue), sources.map((s) => s.group), limit];
-    const without = exclusions(blocked, 1, params, list, db.sql.inList);
+    const without = exclusions(blocked, 1, params, list, (c, p) => db.sql.inList(c, p));
     // Jobs with a group or a key walk jobs_flow_claim; the plain ones of group '' walk jobs_claim_plain.
     const found = await tx.query<CandidateRow>(
       `SELECT c.* FROM unnest($1::text[], $2::text[]) AS s(q, g)
@@ -118,7 +118,7 @@ export async function candidatesOf(db: JobsDatabase, tx: Executor, sources: read
   } else {
     for (const s of sources) {
       const params: unknown[] = [s.queue, s.group, limit];
-      const without = exclusions(blocked, 1, params, list, db.sql.inList);
+      const without = exclusions(blocked, 1, params, list, (c, p) => db.sql.inList(c, p));
       // SQLite: jobs with a group or a key are in jobs_flow_claim, plain ones in jobs_claim_plain;
       // MariaDB has one index for both (group_key first, then claim order).
       if (db.dialect === "sqlite") {
