@@ -124,6 +124,9 @@ export class Worker {
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
       await this.wakeups.start();
+      // Stopped while starting (the signal fired during the await): shutdown has run already;
+      // timers started now would outlive it and keep the process alive.
+      if (this.state !== "running") return await this.stop();
       const maintenance = { active: () => this.state === "running", onError: (error: unknown) => this.error(error, "background maintenance") };
       this.timers.push(repeat((lease * 1000) / EXTENSIONS_PER_LEASE, () => this.extendAll(), maintenance));
       if (sweepMs > 0) this.timers.push(repeat(sweepMs, () => this.sweep(), maintenance));
