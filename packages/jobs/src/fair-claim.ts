@@ -29,6 +29,8 @@ export interface FairClaimRequest {
   limit: number;
   lease: number;
   workerId: string;
+  /** When this caller last served each group (see fair-share.ts). */
+  served?: ReadonlyMap<string, number>;
 }
 
 export interface FairClaimResult<R> {
@@ -132,7 +134,7 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
     const groups = [...new Set(candidates.map((c) => c.group))];
     const { running, weights } = await groupLoad(db, tx, request.queues, groups);
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
-    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: request.limit });
+    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: request.limit, served: request.served });
     const rows =
       chosen.length === 0
         ? []

@@ -12,6 +12,7 @@ import { reclaimJobs } from "./reclaim.js";
 import { OUTAGE_BACKOFF, backoffMs, retrying } from "./retry.js";
 import { handBack, settle, type RunDeps, type SettleWrites } from "./settle.js";
 import { instrumentEmitter } from "./telemetry.js";
+import { ServedGroups } from "./served.js";
 import { repeat, within } from "./timers.js";
 import type { Handlers, JobInfo } from "./types.js";
 import { Waker } from "./waker.js";
@@ -63,6 +64,7 @@ export class Worker {
   /** The last claim was a fair one (see claim.ts): no prefetch. */
   private fair = false;
   private retryInMs: number | null = null;
+  private readonly served = new ServedGroups();
   private idleAnnounced = false;
   private readonly waker = new Waker();
   private looping: Promise<void> = Promise.resolve();
@@ -167,7 +169,7 @@ export class Worker {
           const claimStarted = performance.now();
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
           const start = Math.max(0, concurrency - held);
-          const claimed = await claimJobs(this.db, { queues, limit: capacity, lease, workerId: this.id, start, fair: this.fair });
+          const claimed = await claimJobs(this.db, { queues, limit: capacity, lease, workerId: this.id, start, fair: this.fair, served: this.served.view });
           const jobs = claimed.jobs;
           this.prefetch.claimTook(performance.now() - claimStarted);
           failures = 0;
@@ -203,6 +205,7 @@ export class Worker {
 
   private start(job: ClaimedJob): void {
     const info = jobInfo(job);
+    this.served.note(job.group);
     const startedAt = Date.now();
     const run = { job, info, abort: new RunAbort(), startedAt } as Run;
     this.running.set(job.token, run);
