@@ -108,6 +108,11 @@ async function main(): Promise<void> {
     SCHEMA.pgboss,
     SCHEMA.pgbossNotify,
     SCHEMA.raw,
+    SCHEMA.forgeFlow,
+    SCHEMA.forgeFlowUnused,
+    SCHEMA.forgeFlowKeyed,
+    SCHEMA.graphileFlow,
+    SCHEMA.pgbossFlow,
     "bench_forge_explain",
     "bench_forge_x",
     "bench_forge_probe",
@@ -185,7 +190,7 @@ async function main(): Promise<void> {
     }
     for (const sys of Object.values(systems)) await sys.close().catch(() => undefined);
   }
-  for (const name of ["backends", "scale", "bloat", "profile"] as const) {
+  for (const name of ["backends", "scale", "bloat", "profile", "flow"] as const) {
     if (!wanted(name)) continue;
     console.log(`\n[${name}]`);
     const t0 = Date.now();
@@ -231,7 +236,7 @@ machine noise: ${note}`);
   }
 }
 
-const ORDER = ["enqueue-one", "enqueue-bulk", "processing-c1", "processing-c10", "processing-c50", "latency", "sqlite", "mariadb", "scale", "bloat"];
+const ORDER = ["enqueue-one", "enqueue-bulk", "processing-c1", "processing-c10", "processing-c50", "latency", "sqlite", "mariadb", "scale", "bloat", "flow"];
 function order(id: string): number {
   const i = ORDER.findIndex((p) => id.startsWith(p));
   return i < 0 ? ORDER.length : i;

@@ -8,6 +8,7 @@ import { campaignRoutes } from "./routes/campaigns.js";
 import { exportRoutes } from "./routes/exports.js";
 import { importRoutes } from "./routes/imports.js";
 import { jobRoutes } from "./routes/jobs.js";
+import { passwordResetRoutes } from "./routes/password-resets.js";
 
 export interface BuildOptions {
   /** An open database (tests share theirs); default: opened from the config and closed with the app. */
@@ -29,7 +30,8 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(multipart, { limits: { fileSize: config.maxUploadBytes, files: 1, fields: 10, parts: 11 } });
 
   app.get("/health", async () => ({ ok: true }));
-  campaignRoutes(app, db, config.mailFrom);
+  campaignRoutes(app, db, config);
+  passwordResetRoutes(app, db, config);
   importRoutes(app, db, config);
   exportRoutes(app, db, config);
   jobRoutes(app, db);

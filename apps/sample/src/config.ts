@@ -15,6 +15,19 @@ export interface AppConfig {
   smtpUrl: string | undefined;
   /** The `From` of campaign mails. */
   mailFrom: string;
+  /**
+   * The mail provider's name (`MAIL_PROVIDER`, default `default`): mail jobs carry the
+   * concurrency key `smtp:<provider>`. The web process (which sets the key) and the worker
+   * (which declares its limit) must agree on it, so it is a name, not derived from SMTP_URL.
+   */
+  mailProvider: string;
+  /** The provider's limits, declared by the worker at start-up (see src/mail-limits.ts). */
+  smtpLimit: {
+    /** Mails in flight at once, across every worker (`SMTP_CONCURRENCY`, default 5). */
+    concurrency: number;
+    /** `SMTP_RATE_LIMIT` mails per `SMTP_RATE_PER_SECONDS` (default 14 per 1 s); null when `SMTP_RATE_LIMIT=0`. */
+    rate: { limit: number; perSeconds: number } | null;
+  };
   /** Guards /admin/jobs; unset = the dashboard is disabled (404). */
   adminToken: string | undefined;
   port: number;
@@ -36,6 +49,18 @@ function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number, min
   return value;
 }
 
+function positiveNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0 || value > max)
+    throw new ConfigError(`${name} must be a number above 0 and at most ${max}, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+/** Becomes part of a concurrency key, of a log line and of a CLI argument: kept plain. */
+const PROVIDER = /^[a-z0-9][a-z0-9._-]{0,62}$/;
+
 /** `sqlite:data/x.db` is relative to apps/sample, so `pnpm start` and `pnpm worker` find the same file from any directory. */
 function resolveDatabaseUrl(url: string): string {
   const match = /^sqlite:(?!:memory:)(?!\/)(.+)$/i.exec(url);
@@ -49,12 +74,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
   if (schema !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
     throw new ConfigError(`DATABASE_SCHEMA must be letters, digits and underscores, got ${JSON.stringify(schema)}`);
   }
+  const mailProvider = env.MAIL_PROVIDER || "default";
+  if (!PROVIDER.test(mailProvider)) {
+    throw new ConfigError(`MAIL_PROVIDER must be 1–63 lowercase letters, digits, '.', '-' or '_' (e.g. ses), got ${JSON.stringify(mailProvider)}`);
+  }
+  const rateLimit = positiveInt(env, "SMTP_RATE_LIMIT", 14, 0, 1_000_000);
   return {
     databaseUrl: resolveDatabaseUrl(env.DATABASE_URL || `sqlite:${path.join(dataDir, "sample.db")}`),
     databaseSchema: schema,
     dataDir,
     smtpUrl: env.SMTP_URL || undefined,
     mailFrom: env.MAIL_FROM || "Forge sample <noreply@sample.invalid>",
+    mailProvider,
+    smtpLimit: {
+      concurrency: positiveInt(env, "SMTP_CONCURRENCY", 5, 1, 10_000),
+      rate: rateLimit === 0 ? null : { limit: rateLimit, perSeconds: positiveNumber(env, "SMTP_RATE_PER_SECONDS", 1, 86_400) },
+    },
     adminToken: env.ADMIN_TOKEN || undefined,
     port: positiveInt(env, "PORT", 3000, 0, 65535),
     host: env.HOST || "127.0.0.1",

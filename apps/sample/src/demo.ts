@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { statusCounts, type QueueStatus } from "@forge/jobs";
+import { listLimits, statusCounts, type QueueStatus } from "@forge/jobs";
 import type { ImportReport } from "@forge/import-export";
 import { buildApp } from "./app.js";
 import { APP_DIR, loadConfig, redactUrl } from "./config.js";
@@ -166,6 +166,10 @@ async function main(): Promise<void> {
       problems.push(`the import job is ${importJob.status}`);
     }
     say(`  contacts of ${ORG} in the database: ${await countContacts(db, ORG)}`);
+    for (const limit of await listLimits({ db: db.jobs })) {
+      const rate = limit.rate ? `${limit.rate.limit} per ${limit.rate.perSeconds} s` : "no rate";
+      say(`  limit ${limit.key}: ${limit.concurrency ?? "no"} at once, ${rate} (declared by the worker at start-up; see forge-jobs limits list)`);
+    }
 
     const dashboard = await fetch(`${base}/admin/jobs`, { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } });
     say(

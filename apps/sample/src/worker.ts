@@ -4,6 +4,7 @@ import { runWorker, type Logger } from "@forge/jobs";
 import { loadConfig, redactUrl } from "./config.js";
 import { migrateApp, openDatabase } from "./db.js";
 import { createHandlers, QUEUES } from "./handlers.js";
+import { declareMailLimits } from "./mail-limits.js";
 
 const log = (message: string) => console.log(`[worker ${process.pid}] ${message}`);
 
@@ -18,6 +19,9 @@ try {
   process.exit(1);
 }
 await migrateApp(db);
+// The provider's limits live in the database, where every worker's claim reads them; each
+// worker declares them from its configuration before it claims anything.
+log(await declareMailLimits(db.jobs, config));
 
 // First SIGTERM (or SIGINT): stop claiming, let running jobs finish within the grace period,
 // hand the rest back without burning an attempt. A second one: exit at once (the leases of

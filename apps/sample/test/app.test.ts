@@ -43,7 +43,7 @@ describe.each(names)("the sample app (%s)", (name) => {
       recipients: [{ email: "ada@example.org", name: "Ada" }, { email: "alan@example.org" }, { email: "grace@example.org", name: "Grace H." }],
     };
 
-    it("answers 202 with one mail job per recipient, enqueued for the org on queue mails with 5 attempts", async () => {
+    it("answers 202 with one mail job per recipient, enqueued for the org (its tenant and group) under the provider's key, on queue mails with 5 attempts", async () => {
       const response = await json("/orgs/acme/campaigns/spring/send", campaign);
       expect(response.status).toBe(202);
       const body = (await response.json()) as { jobIds: number[]; jobs: { email: string; jobId: number }[] };
@@ -54,6 +54,8 @@ describe.each(names)("the sample app (%s)", (name) => {
         task: MAIL_JOB_TASK,
         queue: "mails",
         tenant: "acme",
+        group: "acme",
+        concurrencyKey: "smtp:default",
         maxAttempts: 5,
         status: "pending",
         idempotencyKey: "campaign:acme:spring:ada@example.org",
@@ -122,6 +124,7 @@ describe.each(names)("the sample app (%s)", (name) => {
         task: IMPORT_JOB_TASK,
         queue: "imports",
         tenant: "acme",
+        group: "acme",
         maxAttempts: 3,
         payload: { importer: "contacts", file: `${body.importId}.csv` },
       });

@@ -1,10 +1,11 @@
+import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { connect, migrate } from "@forge/jobs";
 import { buildApp } from "../src/app.js";
-import { loadConfig, type AppConfig } from "../src/config.js";
+import { APP_DIR, loadConfig, type AppConfig } from "../src/config.js";
 import { migrateApp, openDatabase, type AppDatabase } from "../src/db.js";
 
 export const PG_URL = process.env.FORGE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -77,6 +78,30 @@ export async function backendNames(): Promise<Env["name"][]> {
 }
 
 export { startSmtpCatcher as startSmtp } from "../src/smtp-catcher.js";
+
+/** src/worker.ts in its own process, as `pnpm worker` runs it; `extraEnv` adds to (or overrides) its environment. */
+export function spawnWorker(
+  env: Env,
+  smtpUrl: string | undefined,
+  extraEnv: Record<string, string> = {},
+): { child: ChildProcess; output: string[]; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(APP_DIR, "src", "worker.ts")], {
+    cwd: APP_DIR,
+    env: {
+      ...process.env,
+      DATABASE_URL: env.config.databaseUrl,
+      DATABASE_SCHEMA: env.config.databaseSchema ?? "",
+      DATA_DIR: env.config.dataDir,
+      SMTP_URL: smtpUrl ?? "",
+      ...extraEnv,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const output: string[] = [];
+  for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => output.push(chunk.toString("utf8")));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output, exited };
+}
 
 /** The sample app on port 0. */
 export async function startApp(env: Env, overrides: Partial<AppConfig> = {}, logger: unknown = false) {

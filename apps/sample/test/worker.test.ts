@@ -1,28 +1,6 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import path from "node:path";
 import { getJob } from "@forge/jobs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { APP_DIR } from "../src/config.js";
-import { createEnv, startApp, startSmtp, waitFor, type Env } from "./support.js";
-
-/** src/worker.ts in its own process, as `pnpm worker` runs it. */
-function spawnWorker(env: Env, smtpUrl: string | undefined): { child: ChildProcess; output: string[]; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(APP_DIR, "src", "worker.ts")], {
-    cwd: APP_DIR,
-    env: {
-      ...process.env,
-      DATABASE_URL: env.config.databaseUrl,
-      DATABASE_SCHEMA: env.config.databaseSchema ?? "",
-      DATA_DIR: env.config.dataDir,
-      SMTP_URL: smtpUrl ?? "",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const output: string[] = [];
-  for (const stream of [child.stdout!, child.stderr!]) stream.on("data", (chunk: Buffer) => output.push(chunk.toString("utf8")));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  return { child, output, exited };
-}
+import { createEnv, spawnWorker, startApp, startSmtp, waitFor, type Env } from "./support.js";
 
 describe("src/worker.ts as a process (postgres)", () => {
   let env: Env;

@@ -12,6 +12,11 @@ export const SCHEMA = {
   pgboss: "bench_pgboss",
   pgbossNotify: "bench_pgboss_notify",
   raw: "bench_raw",
+  forgeFlow: "bench_forge_flow",
+  forgeFlowUnused: "bench_forge_flow_unused",
+  forgeFlowKeyed: "bench_forge_flow_keyed",
+  graphileFlow: "bench_graphile_flow",
+  pgbossFlow: "bench_pgboss_flow",
 } as const;
 
 export interface Sizes {
@@ -38,6 +43,17 @@ export interface Sizes {
   quietBudgetMs: number;
   /** A single run gives up after this many seconds (its rate is then what it managed). */
   runTimeoutS: number;
+  /** Flow control (issue 14): rounds, tenant A's backlog, the ten small tenants' jobs each. */
+  flowRounds: number;
+  flowBacklog: number;
+  flowSmallJobs: number;
+  /** After the last small tenant's enqueue, how long the run waits for its jobs before it is cut. */
+  flowGraceS: number;
+  /** Rate-limit accuracy: seconds measured (after one second of start-up). */
+  flowRateSeconds: number;
+  /** Cost of flow control: no-op jobs processed at concurrency 10, and the keys they spread over. */
+  flowCostJobs: number;
+  flowKeys: number;
 }
 
 export const FULL: Sizes = {
@@ -64,6 +80,13 @@ export const FULL: Sizes = {
   quietWaitMs: 15_000,
   quietBudgetMs: 240_000,
   runTimeoutS: 12,
+  flowRounds: 2,
+  flowBacklog: 100_000,
+  flowSmallJobs: 100,
+  flowGraceS: 5,
+  flowRateSeconds: 20,
+  flowCostJobs: 20000,
+  flowKeys: 1000,
 };
 
 export const QUICK: Sizes = {
@@ -87,9 +110,16 @@ export const QUICK: Sizes = {
   quietWaitMs: 1_000,
   quietBudgetMs: 15_000,
   runTimeoutS: 4,
+  flowRounds: 1,
+  flowBacklog: 20_000,
+  flowSmallJobs: 30,
+  flowGraceS: 2,
+  flowRateSeconds: 5,
+  flowCostJobs: 5000,
+  flowKeys: 1000,
 };
 
-export const MEASURES = ["enqueue-one", "enqueue-bulk", "processing", "latency", "backends", "scale", "bloat", "profile"] as const;
+export const MEASURES = ["enqueue-one", "enqueue-bulk", "processing", "latency", "backends", "scale", "bloat", "profile", "flow"] as const;
 export type MeasureName = (typeof MEASURES)[number];
 
 export interface Args {

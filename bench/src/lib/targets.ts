@@ -1,4 +1,10 @@
-import { value, type Results, type Table } from "./report.js";
+import { loadResults, value, type Results, type Table } from "./report.js";
+
+/**
+ * The full run made before issue 14 (flow control) started, kept in results/history: the
+ * processing rate with flow control unused is compared with its processing at concurrency 10.
+ */
+export const PRE_ISSUE_RUN = "2026-11-30T1244-12b9c1e.json";
 
 export interface TargetLine {
   target: string;
@@ -62,6 +68,62 @@ export function targets(r: Results): TargetLine[] {
   if (bloat) {
     const k = v(bloat, "forge-1m") / v(bloat, "forge");
     lines.push({ target: "1M finished rows slow the claim by ≤ 20%", measured: `${x(k)} of the empty-table rate`, met: ok(k, (n) => n >= 0.8) });
+  }
+  lines.push(...flowTargets(r));
+  return lines;
+}
+
+const FLOW_BACKENDS = [
+  ["postgres", "PostgreSQL"],
+  ["sqlite", "SQLite"],
+  ["mariadb", "MariaDB"],
+] as const;
+
+/** Issue 14's targets: on PostgreSQL; SQLite and MariaDB are reported against the same numbers. */
+function flowTargets(r: Results): TargetLine[] {
+  const lines: TargetLine[] = [];
+  for (const [id, name] of FLOW_BACKENDS) {
+    const t = find(r, `flow-noisy-${id}`);
+    if (!t) continue;
+    const tail = id === "postgres" ? "" : " (reported; the target is PostgreSQL's)";
+    const p99 = v(t, "forge:groups", "wait p99");
+    lines.push({ target: `noisy neighbour, ${name}: small tenants' wait p99 ≤ 50 ms with groups${tail}`, measured: ms(p99), met: ok(p99, (n) => n <= 50) });
+    const k = v(t, "forge:groups", "A ÷ alone");
+    lines.push({
+      target: `noisy neighbour, ${name}: A's throughput ≥ 0.9× alone with groups${tail}`,
+      measured: `${x(k)} (${Math.round(v(t, "forge:groups", "A jobs/s"))} vs ${Math.round(v(t, "forge:alone", "A jobs/s"))} jobs/s)`,
+      met: ok(k, (n) => n >= 0.9),
+    });
+  }
+  const rate = find(r, "flow-rate");
+  for (const row of rate?.rows ?? []) {
+    const n = value(row, "jobs/s");
+    const name = FLOW_BACKENDS.find(([id]) => id === row.system)?.[1] ?? row.system;
+    lines.push({
+      target: `rate limit 50/s (burst 1), 4 processes, ${name}: 48–52 jobs/s`,
+      measured: `${n.toFixed(1)} jobs/s`,
+      met: ok(n, (m) => m >= 48 && m <= 52),
+    });
+  }
+  const cost = find(r, "flow-cost");
+  if (cost) {
+    const k = v(cost, "postgres:keyed", "÷ unused");
+    lines.push({ target: "1,000 active keys each limited ≥ 0.75× flow control unused (PostgreSQL)", measured: x(k), met: ok(k, (n) => n >= 0.75) });
+    const pre = loadResults(new URL(`../../results/history/${PRE_ISSUE_RUN}`, import.meta.url).pathname);
+    const before = v(pre ? find(pre, "processing-c10") : undefined, "forge");
+    // The processing table of the same run, else the unused row of the cost table (the same
+    // method in a schema of its own); a quick run's smaller N is flagged.
+    const p10 = find(r, "processing-c10");
+    const sameRun = p10 && p10.measuredAt === cost.measuredAt;
+    const now = sameRun ? v(p10, "forge") : v(cost, "postgres:unused");
+    const mode = (r.meta.partialUpdate as { mode?: string } | undefined)?.mode ?? r.meta.mode;
+    const quick = !sameRun && mode === "quick" ? ", quick run: not comparable" : "";
+    const k2 = now / before;
+    lines.push({
+      target: `processing with flow control unused ≥ 0.97× the pre-issue run (${PRE_ISSUE_RUN}, c=10)`,
+      measured: `${x(k2)} (${Math.round(now)} vs ${Math.round(before)} jobs/s, from ${sameRun ? "the processing table" : "the cost table's unused row"}${quick})`,
+      met: quick ? null : ok(k2, (n) => n >= 0.97),
+    });
   }
   return lines;
 }

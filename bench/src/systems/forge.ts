@@ -12,8 +12,8 @@ export interface ForgeAdmin {
 /** @forge/jobs through its public API, on any backend `connect()` takes. */
 export class ForgeSystem implements QueueSystem {
   readonly variants = { processing: ["default"], latency: "default" };
-  private forge!: Forge;
-  private db!: JobsDb;
+  protected forge!: Forge;
+  protected db!: JobsDb;
 
   constructor(
     readonly id: string,
@@ -29,7 +29,7 @@ export class ForgeSystem implements QueueSystem {
     return Object.keys(this.workerOptions).length ? `runWorker ${JSON.stringify(this.workerOptions)}` : "runWorker with its defaults (prefetch = concurrency)";
   }
 
-  private open(): JobsDb {
+  protected open(): JobsDb {
     return this.forge.connect(this.url, this.schema ? { schema: this.schema } : {});
   }
 

@@ -24,6 +24,8 @@ export interface ClaimedJob {
   maxAttempts: number;
   progress: unknown;
   tenant: string | null;
+  /** Its fair-share group, '' for none. */
+  group: string;
   createdAt: Date;
   runAt: Date;
   token: string;
@@ -48,6 +50,8 @@ export interface ClaimRequest {
    * serves plain jobs too), without the plain claim's round trip that would stand aside anyway.
    */
   fair?: boolean;
+  /** When this caller last served each group ('' for jobs without one): the fair claim's turn-taking between equally loaded groups. */
+  served?: ReadonlyMap<string, number>;
 }
 
 /** What a claim reads of each job it takes. */
@@ -66,6 +70,7 @@ const CLAIMED = [
   "claim_token",
   "trace_context",
   "started",
+  "group_key",
   // A scheduled run's planned time is in its key (ctx.scheduledAt); null, and cheap, for others.
   "idempotency_key",
 ] as const satisfies readonly JobColumn[];
@@ -85,7 +90,11 @@ interface ClaimStatement {
  * flow control is unused.
  */
 function noFlowIn(db: JobsDatabase, queues: string): string {
-  return `NOT EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND ${queues} AND (group_key <> '' OR concurrency_key <> ''))`;
+  if (db.dialect !== "mysql")
+    return `NOT EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND ${queues} AND (group_key <> '' OR concurrency_key <> ''))`;
+  // No partial index: a range of jobs_flow_claim past group '' for groups, jobs_key_pending for keys.
+  return `NOT EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND ${queues} AND group_key > '')
+          AND NOT EXISTS (SELECT 1 FROM ${db.table} WHERE pending_key > '' AND ${queues})`;
 }
 
 /**
@@ -226,7 +235,7 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
   // Nothing plain: flow jobs may be waiting (the plain claim stands aside for them), or nothing is ready.
   const fair = await fairClaim<ClaimRow>(
     db,
-    { queues: request.queues, limit: start, lease: request.lease, workerId: request.workerId },
+    { queues: request.queues, limit: start, lease: request.lease, workerId: request.workerId, served: request.served },
     columnList(db.sql, CLAIMED),
   );
   // Taken in fair-share order, which a worker keeps (it runs a claim's jobs in the claim's order).
@@ -251,6 +260,7 @@ function toClaimed(sql: Dialect, raw: ClaimRow): ClaimedJob {
     maxAttempts: row.max_attempts,
     progress: row.progress,
     tenant: row.tenant,
+    group: row.group_key ?? "",
     createdAt: row.created_at,
     runAt: row.run_at,
     token: row.claim_token,

@@ -2,31 +2,35 @@ import { randomUUID } from "node:crypto";
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { valueForId } from "./dialects/mysql.js";
-import { fairShare, type Candidate } from "./fair-share.js";
+import { fairShare } from "./fair-share.js";
 import { MissingKeyRows, createKeyRows, lockKeys, type LockedKey } from "./key-locks.js";
-import { LIMIT_COLUMNS, ruleFor, toRule, type LimitRow, type LimitRule } from "./limit-rules.js";
+import { rulesFor, surveyKeys } from "./blocked-keys.js";
+import { blockedWithWork, candidatesOf, groupsOf, type GroupSource } from "./fair-sources.js";
+import { ruleFor, type LimitRule } from "./limit-rules.js";
 
 /**
  * The claim of queues that hold jobs with a group or a concurrency key (the plain claim in
  * claim.ts takes the rest). One short transaction:
- *   1. the (group, key) pairs with pending jobs, found by a loose walk of jobs_flow_claim;
- *   2. the limits of their keys; each limited key's row of jobs_keys is locked (in key order, so
- *      two claimers never deadlock) — claims of one key take turns, claims of other keys never
- *      wait — and, under that lock, its running jobs are counted and its token bucket refilled;
- *   3. each pair whose key has room: its first ready jobs, passing over rows other claimers hold;
- *   4. fair-share.ts picks among them; they are claimed and started at once, and the buckets
- *      debited.
+ *   1. the groups with pending jobs (a loose walk of jobs_flow_claim), and the keys known to be
+ *      full or out of tokens (blocked-keys.ts: read from the few running jobs and empty buckets);
+ *   2. each group's first ready jobs in claim order, stepping over blocked keys' jobs and rows
+ *      other claimers hold (fair-sources.ts);
+ *   3. the limited keys among them: each key's row of jobs_keys locked (in key order: two
+ *      claimers never deadlock; claims of other keys never wait) and, under that lock, its
+ *      running jobs counted and its token bucket refilled (key-locks.ts);
+ *   4. fair-share.ts picks; the picked jobs are claimed and started at once, the buckets debited.
  * A key's slots are its running jobs themselves, not a counter: a slot is released only by the
  * write that ends its run (fenced by the claim token) or by the reclaim of its lease, so it can
  * neither leak nor be released twice.
  */
-
 export interface FairClaimRequest {
   queues: readonly string[];
   /** Jobs wanted: no more than the worker can start now (buffered jobs would hold slots idle). */
   limit: number;
   lease: number;
   workerId: string;
+  /** When this caller last served each group (see fair-share.ts). */
+  served?: ReadonlyMap<string, number>;
 }
 
 export interface FairClaimResult<R> {
@@ -40,107 +44,16 @@ export interface FairClaimResult<R> {
   throttled: string[];
 }
 
-/** Rows of the jobs table that hold a group or a key, as the partial index jobs_flow_claim states it. */
-const FLOW = "(group_key <> '' OR concurrency_key <> '')";
-const PLAIN = "group_key = '' AND concurrency_key = ''";
-
-interface Pair {
-  queue: string;
-  group: string;
-  key: string;
-}
-
-/** The (group, key) pairs of a queue's pending jobs, the plain pair ('', '') included when it has any. */
-async function pairsOf(db: JobsDatabase, tx: Executor, queue: string): Promise<Pair[]> {
-  const pairs: Pair[] = [];
-  if (db.dialect === "postgres") {
-    // One statement: a recursive loose index scan, one index probe per pair.
-    const { rows } = await tx.query<{ g: string; k: string }>(
-      `WITH RECURSIVE pairs AS (
-         (SELECT group_key, concurrency_key FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${FLOW}
-          ORDER BY group_key, concurrency_key LIMIT 1)
-         UNION ALL
-         SELECT n.group_key, n.concurrency_key FROM pairs p CROSS JOIN LATERAL (
-           SELECT group_key, concurrency_key FROM ${db.table}
-           WHERE status = 'pending' AND queue = $1 AND ${FLOW} AND (group_key, concurrency_key) > (p.group_key, p.concurrency_key)
-           ORDER BY group_key, concurrency_key LIMIT 1) n
-       )
-       SELECT group_key AS g, concurrency_key AS k FROM pairs
-       UNION ALL
-       SELECT '', '' WHERE EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${PLAIN})`,
-      [queue],
-      "fair_pairs",
-    );
-    return rows.map((r) => ({ queue, group: r.g, key: r.k }));
-  }
-  // SQLite and MariaDB have no LATERAL: the same walk, one probe per statement. The next pair is
-  // the next key of the same group or the first of the next group, each an index range of its
-  // own: written as one OR, both databases scanned every job of the current group.
-  const pick = `SELECT group_key AS g, concurrency_key AS k FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${FLOW}`;
-  let after = { g: "", k: "" };
-  for (;;) {
-    const { rows } = await tx.query<{ g: string; k: string }>(
-      `SELECT g, k FROM (
-         SELECT * FROM (${pick} AND group_key = $2 AND concurrency_key > $3 ORDER BY concurrency_key LIMIT 1) same
-         UNION ALL
-         SELECT * FROM (${pick} AND group_key > $2 ORDER BY group_key, concurrency_key LIMIT 1) later
-       ) next ORDER BY g, k LIMIT 1`,
-      [queue, after.g, after.k],
-      "fair_next_pair",
-    );
-    const next = rows[0];
-    if (!next) break;
-    pairs.push({ queue, group: String(next.g), key: String(next.k) });
-    after = { g: String(next.g), k: String(next.k) };
-  }
-  const plain = await tx.query(`SELECT 1 AS one FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${PLAIN} LIMIT 1`, [queue], "fair_plain");
-  if (plain.rows.length > 0) pairs.push({ queue, group: "", key: "" });
-  return pairs;
-}
-
-async function rulesFor(db: JobsDatabase, tx: Executor, keys: string[]): Promise<LimitRule[]> {
-  if (keys.length === 0) return [];
-  const { rows } = await tx.query<LimitRow>(
-    `SELECT ${LIMIT_COLUMNS} FROM ${db.limitsTable} WHERE ${db.sql.inList("limit_key", "$1")} OR limit_key LIKE '%*'`,
-    [db.dialect === "sqlite" ? JSON.stringify(keys) : keys],
-    "fair_rules",
+/** Whether jobs of group '' carry keys (then the queue still needs the fair claim). */
+async function hasKeyed(db: JobsDatabase, tx: Executor, queues: readonly string[]): Promise<boolean> {
+  const { rows } = await tx.query(
+    db.dialect === "mysql"
+      ? `SELECT 1 AS one FROM ${db.table} WHERE pending_key > '' AND ${db.sql.inList("queue", "$1")} LIMIT 1`
+      : `SELECT 1 AS one FROM ${db.table} WHERE status = 'pending' AND concurrency_key <> '' AND ${db.sql.inList("queue", "$1")} LIMIT 1`,
+    [db.dialect === "sqlite" ? JSON.stringify(queues) : queues],
+    "fair_has_keyed",
   );
-  return rows.map(toRule);
-}
-
-interface CandidateRow {
-  id: number | string;
-  priority: number | string;
-  g: string;
-  k: string;
-}
-
-/** Up to `limit` ready jobs of each pair, in claim order, passing over rows other claimers hold. */
-async function candidatesOf(db: JobsDatabase, tx: Executor, pairs: (Pair & { limit: number })[]): Promise<Candidate[]> {
-  const skip = db.sql.skipLocked ? " FOR UPDATE SKIP LOCKED" : "";
-  const ready = (where: string, limit: string) =>
-    `SELECT id, priority, group_key AS g, concurrency_key AS k FROM ${db.table}
-     WHERE status = 'pending' AND ${where} AND run_at <= ${db.sql.now} ORDER BY ${db.sql.readyOrder} LIMIT ${limit}${skip}`;
-  const rows: CandidateRow[] = [];
-  const flow = pairs.filter((p) => p.group !== "" || p.key !== "");
-  const plain = pairs.filter((p) => p.group === "" && p.key === "");
-  if (db.dialect === "postgres" && flow.length > 0) {
-    const found = await tx.query<CandidateRow>(
-      `SELECT c.* FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS p(q, g, k, n)
-       CROSS JOIN LATERAL (${ready(`queue = p.q AND group_key = p.g AND concurrency_key = p.k AND ${FLOW}`, "p.n")}) c`,
-      [flow.map((p) => p.queue), flow.map((p) => p.group), flow.map((p) => p.key), flow.map((p) => p.limit)],
-      "fair_candidates",
-    );
-    rows.push(...found.rows);
-  } else {
-    for (const p of flow)
-      rows.push(
-        ...(await tx.query<CandidateRow>(ready(`queue = $1 AND group_key = $2 AND concurrency_key = $3 AND ${FLOW}`, "$4"), [p.queue, p.group, p.key, p.limit]))
-          .rows,
-      );
-  }
-  for (const p of plain) rows.push(...(await tx.query<CandidateRow>(ready(`queue = $1 AND ${PLAIN}`, "$2"), [p.queue, p.limit], "fair_plain_candidates")).rows);
-  return rows.map((r) => ({ id: Number(r.id), priority: Number(r.priority), group: String(r.g), key: String(r.k) }));
+  return rows.length > 0;
 }
 
 async function groupLoad(
@@ -191,43 +104,37 @@ export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, req
 
 function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
   return db.executor.transaction(async (tx) => {
-    const pairs: Pair[] = [];
-    for (const queue of request.queues) pairs.push(...(await pairsOf(db, tx, queue)));
-    const flow = pairs.some((p) => p.group !== "" || p.key !== "");
-    if (pairs.length === 0) return { rows: [], flow, retryInMs: null, throttled: [] };
-    const keys = [...new Set(pairs.map((p) => p.key).filter((k) => k !== ""))];
-    const rules = await rulesFor(db, tx, keys);
+    const sources: GroupSource[] = [];
+    for (const queue of request.queues) sources.push(...(await groupsOf(db, tx, queue)));
+    if (sources.length === 0) return { rows: [], flow: false, retryInMs: null, throttled: [] };
+    const flow = !(sources.length === request.queues.length && sources.every((s) => s.group === "")) || (await hasKeyed(db, tx, request.queues));
+    const survey = await surveyKeys(db, tx);
+    let retryInMs = survey.retryInMs;
+    // One more per group than the claim takes: a job passed over for its key is how a claim
+    // knows it held work back.
+    const candidates = await candidatesOf(db, tx, sources, request.limit + 1, survey.blocked);
+    const throttled = new Set(await blockedWithWork(db, tx, request.queues, survey.blocked.keys));
+    if (candidates.length === 0) return { rows: [], flow, retryInMs, throttled: [...throttled] };
+    const keys = [...new Set(candidates.map((c) => c.key).filter((k) => k !== ""))];
+    const known = new Set(survey.rules.map((r) => r.key));
+    const unknown = keys.filter((k) => !known.has(k));
+    const rules = unknown.length > 0 ? [...survey.rules, ...(await rulesFor(db, tx, unknown))] : survey.rules;
     const limited = new Map<string, LimitRule>();
     for (const key of keys) {
       const rule = ruleFor(key, rules);
       if (rule && (rule.concurrency !== null || rule.rate !== null)) limited.set(key, rule);
     }
     const locked = await lockKeys(db, tx, limited);
-    let retryInMs: number | null = null;
     const waitForToken = (key: LockedKey, tokensLeft: number) => {
       const rate = key.rule.rate;
       if (!rate || key.budget.slots < 1) return;
       const ms = (Math.max(0, 1 - tokensLeft) * rate.perSeconds * 1000) / rate.limit;
       retryInMs = retryInMs === null ? ms : Math.min(retryInMs, ms);
     };
-    const throttled = new Set<string>();
-    const open: (Pair & { limit: number })[] = [];
-    for (const pair of pairs) {
-      const key = locked.get(pair.key);
-      const room = key ? Math.min(key.budget.slots, key.budget.tokens) : Infinity;
-      // One more than the key has room for: passing it over is how the claim knows it held jobs back.
-      if (room >= 1) open.push({ ...pair, limit: Math.min(request.limit, room + (key ? 1 : 0)) });
-      else if (key) {
-        throttled.add(pair.key);
-        waitForToken(key, key.tokens);
-      }
-    }
-    const candidates = await candidatesOf(db, tx, open);
-    if (candidates.length === 0) return { rows: [], flow, retryInMs, throttled: [...throttled] };
     const groups = [...new Set(candidates.map((c) => c.group))];
     const { running, weights } = await groupLoad(db, tx, request.queues, groups);
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
-    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: request.limit });
+    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: request.limit, served: request.served });
     const rows =
       chosen.length === 0
         ? []

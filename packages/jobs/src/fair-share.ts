@@ -30,6 +30,12 @@ export interface FairShareInput {
   /** Budget per limited key; a key not here is unlimited. */
   budgets: ReadonlyMap<string, KeyBudget>;
   limit: number;
+  /**
+   * When the caller last served each group (larger = more recent): between groups equally
+   * loaded, the one served longest ago (or never) goes first — a worker that runs one job at a
+   * time, whose groups all count 0 running at each claim, still takes turns.
+   */
+  served?: ReadonlyMap<string, number>;
 }
 
 export interface FairShareResult {
@@ -38,6 +44,20 @@ export interface FairShareResult {
   outOfTokens: Set<string>;
   /** Keys that had a ready job passed over, at their limit or out of tokens. */
   heldBack: Set<string>;
+}
+
+interface Best {
+  group: string;
+  job: Candidate;
+  load: number;
+  last: number;
+}
+
+/** Equal priorities: the lighter load first, then the group served longest ago, then the older job. */
+function before(load: number, last: number, id: number, best: Best): boolean {
+  if (load !== best.load) return load < best.load;
+  if (last !== best.last) return last < best.last;
+  return id < best.job.id;
 }
 
 function byClaimOrder(a: Candidate, b: Candidate): number {
@@ -75,17 +95,14 @@ export function fairShare(input: FairShareInput): FairShareResult {
   };
 
   while (chosen.length < input.limit) {
-    let best: { group: string; job: Candidate; load: number } | null = null;
+    let best: Best | null = null;
     for (const group of queues.keys()) {
       const job = head(group);
       if (!job) continue;
       const load = ((input.running.get(group) ?? 0) + (taken.get(group) ?? 0) + 1) / (input.weights.get(group) ?? 1);
-      if (
-        best === null ||
-        job.priority > best.job.priority ||
-        (job.priority === best.job.priority && (load < best.load || (load === best.load && job.id < best.job.id)))
-      ) {
-        best = { group, job, load };
+      const last = taken.has(group) ? Infinity : (input.served?.get(group) ?? -1);
+      if (best === null || job.priority > best.job.priority || (job.priority === best.job.priority && before(load, last, job.id, best))) {
+        best = { group, job, load, last };
       }
     }
     if (best === null) break;

@@ -33,6 +33,12 @@ export async function createKeyRows(db: JobsDatabase, rows: { key: string; token
   });
 }
 
+/**
+ * The tokens a key without a rate is created with: a full bucket whatever rate it is given later
+ * (refills are capped at the burst), and never one that the survey of empty buckets reads.
+ */
+const FULL = 1e9;
+
 export interface LockedKey {
   rule: LimitRule;
   /** The database clock when the bucket was read: the refill counted up to it. */
@@ -58,7 +64,7 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
     ).rows;
   const rows = await lock(keys);
   const missing = keys.filter((key) => !rows.some((r) => String(r.k) === key));
-  if (missing.length > 0) throw new MissingKeyRows(missing.map((key) => ({ key, tokens: limited.get(key)?.rate?.burst ?? 0 })));
+  if (missing.length > 0) throw new MissingKeyRows(missing.map((key) => ({ key, tokens: limited.get(key)?.rate?.burst ?? FULL })));
   const list = db.dialect === "sqlite" ? JSON.stringify(keys) : keys;
   // Counted after the lock: every claim of these keys that committed before is seen.
   const running = await tx.query<{ k: string; n: number | string }>(

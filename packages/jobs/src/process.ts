@@ -1,4 +1,5 @@
 import { claimJobs } from "./claim.js";
+import { ServedGroups } from "./served.js";
 import { RunAbort, loseJob } from "./abort.js";
 import { completeRuns } from "./complete.js";
 import { resolveDb } from "./connect.js";
@@ -39,14 +40,15 @@ function directWrites(db: JobsDatabase): SettleWrites {
   };
 }
 
-async function processNext(handlers: Handlers, deps: RunDeps, queue: string, workerId: string): Promise<boolean> {
+async function processNext(handlers: Handlers, deps: RunDeps, queue: string, workerId: string, served?: ServedGroups): Promise<boolean> {
   // Called from inside the application's own open transaction on a shared SQLite handle: a
   // claim would wait for that transaction to end, which waits for this call. Nothing to run.
   if (deps.db.executor.callerTransactionOpen?.()) return false;
   const {
     jobs: [job],
-  } = await claimJobs(deps.db, { queues: [queue], limit: 1, lease: deps.lease, workerId, start: 1 });
+  } = await claimJobs(deps.db, { queues: [queue], limit: 1, lease: deps.lease, workerId, start: 1, served: served?.view });
   if (!job) return false;
+  served?.note(job.group);
   const info = jobInfo(job);
   deps.emitter.emit("job:claimed", { job: info });
   const abort = new RunAbort();
@@ -88,9 +90,11 @@ export async function drain(handlers: Handlers, options: DrainOptions = {}): Pro
   const { deps, queue } = depsFrom(options);
   const maxJobs = options.maxJobs === undefined ? Infinity : checkInteger(options.maxJobs, "maxJobs", 0, Number.MAX_SAFE_INTEGER);
   const workerId = `drain:${randomUUID()}`;
+  // Turn-taking between groups across this drain's claims (one job each, so none counts running).
+  const served = new ServedGroups();
   let count = 0;
   while (count < maxJobs && !options.signal?.aborted) {
-    if (!(await processNext(handlers, deps, queue, workerId))) break;
+    if (!(await processNext(handlers, deps, queue, workerId, served))) break;
     count++;
   }
   return count;

@@ -29,11 +29,14 @@ export class Wakeups {
   async start(): Promise<void> {
     if (!this.supported || this.closed) return;
     try {
-      this.listener = await this.db.executor.listen!(
+      const listener = await this.db.executor.listen!(
         this.db.channel,
         (queue) => this.onWake(queue || null),
         (error) => this.lost(error),
       );
+      // Closed while it connected (a worker stopped as it started): nobody would close it later.
+      if (this.closed) return await listener.close();
+      this.listener = listener;
       if (this.failures > 0) this.onWake(null);
       this.failures = 0;
     } catch (error) {

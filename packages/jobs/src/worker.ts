@@ -1,13 +1,13 @@
 import { JobAbortedError, RunAbort, loseJob } from "./abort.js";
 import { Batcher } from "./batcher.js";
 import { WorkerBuffer } from "./buffer.js";
-import { claimJobs, type ClaimedJob } from "./claim.js";
+import type { ClaimedJob } from "./claim.js";
+import { ClaimPlan } from "./claim-plan.js";
 import { completeRuns, type Completion } from "./complete.js";
 import type { JobsDatabase } from "./db/database.js";
 import { WorkerEmitter, type WorkerEventName, type WorkerListener } from "./events.js";
 import { jobInfo, runHandler } from "./execute.js";
 import { EXTENSIONS_PER_LEASE, extendLeases } from "./lease.js";
-import { PrefetchSizer } from "./prefetch.js";
 import { reclaimJobs } from "./reclaim.js";
 import { OUTAGE_BACKOFF, backoffMs, retrying } from "./retry.js";
 import { handBack, settle, type RunDeps, type SettleWrites } from "./settle.js";
@@ -53,7 +53,7 @@ export class Worker {
   private readonly emitter: WorkerEmitter;
   private readonly deps: RunDeps;
   private readonly writes: SettleWrites;
-  private readonly prefetch: PrefetchSizer;
+  private readonly plan: ClaimPlan;
   private readonly buffer: WorkerBuffer;
   private readonly completions: Batcher<Completion, boolean>;
   private readonly wakeups: Wakeups;
@@ -61,9 +61,6 @@ export class Worker {
   private readonly completing = new Map<string, number>();
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
-  /** The last claim was a fair one (see claim.ts): no prefetch. */
-  private fair = false;
-  private retryInMs: number | null = null;
   private idleAnnounced = false;
   private readonly waker = new Waker();
   private looping: Promise<void> = Promise.resolve();
@@ -79,7 +76,7 @@ export class Worker {
     this.emitter = new WorkerEmitter(options.events);
     instrumentEmitter(this.emitter);
     this.deps = { db: this.db, lease: this.settings.lease, emitter: this.emitter, logger: this.settings.logger };
-    this.prefetch = new PrefetchSizer(this.settings.concurrency, this.settings.prefetch);
+    this.plan = new ClaimPlan(this.settings.concurrency, this.settings.prefetch);
     this.buffer = new WorkerBuffer({ ...this.deps, onError: (error, during) => this.error(error, during), wake: () => this.waker.wake() });
     this.completions = new Batcher(
       async (items) => {
@@ -125,6 +122,9 @@ export class Worker {
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
       await this.wakeups.start();
+      // Stopped while starting (the signal fired during the await): shutdown has run already;
+      // timers started now would outlive it and keep the process alive.
+      if (this.state !== "running") return await this.stop();
       const maintenance = { active: () => this.state === "running", onError: (error: unknown) => this.error(error, "background maintenance") };
       this.timers.push(repeat((lease * 1000) / EXTENSIONS_PER_LEASE, () => this.extendAll(), maintenance));
       if (sweepMs > 0) this.timers.push(repeat(sweepMs, () => this.sweep(), maintenance));
@@ -154,27 +154,19 @@ export class Worker {
         (job) => this.lost(job, "start"),
         () => this.state !== "running",
       );
-      // Fair mode (queues with groups or limited keys): jobs held in a buffer would count as
-      // running for their group and key while idle, so a worker claims only what it can start.
-      const size = concurrency + (this.fair ? 0 : this.prefetch.target());
+      const size = this.plan.size();
       const held = this.running.size + this.buffer.held;
       const capacity = size - held;
       // Claim in batches: wait until half the room is free, unless slots would sit idle.
       const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.buffer.waiting === 0 && capacity > 0);
       if (this.mayHaveWork && worthIt) {
         try {
-          const claimStarted = performance.now();
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
-          const start = Math.max(0, concurrency - held);
-          const claimed = await claimJobs(this.db, { queues, limit: capacity, lease, workerId: this.id, start, fair: this.fair });
+          const claimed = await this.plan.claim(this.db, { queues, lease, workerId: this.id }, capacity, Math.max(0, concurrency - held));
           const jobs = claimed.jobs;
-          this.prefetch.claimTook(performance.now() - claimStarted);
           failures = 0;
-          this.fair = claimed.fair;
-          this.retryInMs = claimed.retryInMs;
           if (claimed.throttled.length > 0) this.emitter.emit("worker:throttled", { workerId: this.id, keys: claimed.throttled, retryInMs: claimed.retryInMs });
-          // A fair claim takes at most the free slots: fewer than `capacity` is not "no more work".
-          if (jobs.length < (claimed.fair ? start : capacity)) this.mayHaveWork = false;
+          if (!claimed.more) this.mayHaveWork = false;
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
           // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
           for (const job of jobs) {
@@ -193,15 +185,13 @@ export class Worker {
         this.idleAnnounced = true;
         this.emitter.emit("worker:idle", { workerId: this.id });
       }
-      // A job held back by its key's rate can start once a token refills: sleep until then, not a whole poll.
-      const sleepMs = this.retryInMs === null ? this.settings.pollMs : Math.min(this.settings.pollMs, Math.max(1, this.retryInMs));
-      this.retryInMs = null;
-      await this.waker.sleep(sleepMs, () => (this.mayHaveWork = true));
+      await this.waker.sleep(this.plan.sleepMs(this.settings.pollMs), () => (this.mayHaveWork = true));
     }
   }
 
   private start(job: ClaimedJob): void {
     const info = jobInfo(job);
+    this.plan.started(job.group);
     const startedAt = Date.now();
     const run = { job, info, abort: new RunAbort(), startedAt } as Run;
     this.running.set(job.token, run);
@@ -213,7 +203,7 @@ export class Worker {
     const { job, info } = run;
     const outcome = await runHandler(job, info, this.handlers, this.deps, run.abort);
     const durationMs = Date.now() - run.startedAt;
-    this.prefetch.handlerTook(durationMs);
+    this.plan.prefetch.handlerTook(durationMs);
     // Free the slot now; the write below may wait for its batch.
     this.running.delete(job.token);
     this.waker.wake();
@@ -229,7 +219,7 @@ export class Worker {
       // Fair mode: the slot of its key and group is free once this write has landed (the row is
       // no longer running), not when the handler returned: claim again now. A job snoozed for
       // 0 s is ready again at once.
-      if (this.fair || outcome.kind === "snoozed") {
+      if (this.plan.isFair || outcome.kind === "snoozed") {
         this.mayHaveWork = true;
         this.waker.wake();
       }

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimJobs, type ClaimResult } from "../src/claim.js";
 import { completeRuns } from "../src/complete.js";
-import { enqueue, enqueueMany, getJob, JobError, reclaim, runWorker } from "../src/index.js";
+import { drain, enqueue, enqueueMany, getJob, JobError, reclaim, runWorker } from "../src/index.js";
 import { backends, deferred, uniqueName, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("the fair claim ($name)", (backend) => {
@@ -94,6 +94,21 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     const taken = (await claim(weighted, 8)).jobs;
     const heavy = (await Promise.all(taken.map(async (j) => (await getJob(j.id, { db: t.db }))!.group))).filter((g) => g === `${weighted}-heavy`);
     expect(heavy.length).toBe(6);
+  });
+
+  it("one job at a time, groups still take turns: drain serves the group it served longest ago", async () => {
+    const queue = uniqueName("turns");
+    await enqueueMany(
+      Array.from({ length: 4 }, () => ({ task: "t", tenant: "a" })),
+      { db: t.db, queue },
+    );
+    await enqueueMany(
+      Array.from({ length: 2 }, () => ({ task: "t", tenant: "b" })),
+      { db: t.db, queue },
+    );
+    const order: (string | null)[] = [];
+    await drain({ t: async (_p, ctx) => void order.push((await getJob(ctx.job.id, { db: t.db }))!.group) }, { db: t.db, queue });
+    expect(order).toEqual(["a", "b", "a", "b", "a", "a"]);
   });
 
   it("jobs without group or key form one group beside the others", async () => {

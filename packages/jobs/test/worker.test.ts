@@ -56,6 +56,19 @@ describe.each(backends())("the worker ($name)", (backend) => {
     expect(statements - before).toBeLessThan(5);
   });
 
+  it("a worker stopped while it is still starting closes the connection it was opening to listen (the process can exit)", async () => {
+    if (backend.name !== "postgres") return; // LISTEN/NOTIFY is PostgreSQL's
+    const listening = async () =>
+      Number((await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE $1`, [`LISTEN %${t.db.channel}%`]))[0]!.n);
+    expect(await listening()).toBe(0);
+    const stop = new AbortController();
+    const running = runWorker({}, { db: t.db, queue: "starting", signal: stop.signal });
+    setImmediate(() => stop.abort());
+    await running;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await listening()).toBe(0);
+  });
+
   it("runWorker with a bad option returns a rejected promise, never throws synchronously (audit 12.14)", async () => {
     let result: Promise<void> | "threw";
     try {

@@ -1,9 +1,11 @@
 import { enqueueMany, JobError } from "@forge/jobs";
 import { MAIL_JOB_TASK, MailPayloadError, messageToPayload, type MailPayload } from "@forge/mail";
 import type { FastifyInstance } from "fastify";
+import type { AppConfig } from "../config.js";
 import { isEmail } from "../contacts.js";
 import type { AppDatabase } from "../db.js";
 import { QUEUES } from "../handlers.js";
+import { mailConcurrencyKey } from "../mail-limits.js";
 import { invalid, Problems } from "../problems.js";
 import { checkPath } from "./params.js";
 
@@ -65,8 +67,13 @@ export function parseCampaign(body: unknown, problems: Problems): CampaignReques
  * POST /orgs/:org/campaigns/:id/send — one mail job per recipient, in one round trip, and
  * 202 at once: SMTP happens in the worker. The idempotency key makes a double click (or a
  * client retry) return the same jobs instead of sending twice.
+ *
+ * The org is the jobs' tenant, hence their fair-share group: a 50,000-mail campaign of one
+ * org does not delay another org's mail. The concurrency key puts them under the provider's
+ * limits (src/mail-limits.ts), shared with every other mail the app sends.
  */
-export function campaignRoutes(app: FastifyInstance, db: AppDatabase, mailFrom: string): void {
+export function campaignRoutes(app: FastifyInstance, db: AppDatabase, config: Pick<AppConfig, "mailFrom" | "mailProvider">): void {
+  const { mailFrom } = config;
   app.post<{ Params: { org: string; id: string } }>("/orgs/:org/campaigns/:id/send", async (request, reply) => {
     const { org, id } = request.params;
     const problems = checkPath(request.params, "id");
@@ -98,6 +105,7 @@ export function campaignRoutes(app: FastifyInstance, db: AppDatabase, mailFrom: 
           task: MAIL_JOB_TASK,
           payload: payloads[i]!,
           tenant: org,
+          concurrencyKey: mailConcurrencyKey(config),
           maxAttempts: 5,
           idempotencyKey: `campaign:${org}:${id}:${r.email.trim().toLowerCase()}`,
         })),

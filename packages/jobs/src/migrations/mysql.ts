@@ -75,8 +75,8 @@ export const mysqlMigrations: Migration[] = [
     version: 4,
     name: "flow_control",
     // See migrations/postgres.ts version 4 for each object's reason. Without partial indexes,
-    // the plain claim walks jobs_claim with group_key = '' AND concurrency_key = '' (equality on
-    // the index's prefix), the fair claim with a group and a key.
+    // the plain claim walks jobs_flow_claim with group_key = '' (equality on the index's prefix;
+    // it runs only while no pending job of its queue has a group or a key), the fair claim with a group.
     statements: ({ table, named }) => [
       `ALTER TABLE ${table}
         ADD COLUMN IF NOT EXISTS group_key VARCHAR(191) NOT NULL DEFAULT '',
@@ -84,10 +84,12 @@ export const mysqlMigrations: Migration[] = [
         ADD COLUMN IF NOT EXISTS snoozes INT NOT NULL DEFAULT 0,
         ADD COLUMN IF NOT EXISTS max_snoozes INT NOT NULL DEFAULT 100 CHECK (max_snoozes >= 0)`,
       `UPDATE ${table} SET group_key = tenant WHERE tenant IS NOT NULL AND tenant <> '' AND status IN ('pending', 'running')`,
-      `ALTER TABLE ${table} DROP INDEX IF EXISTS jobs_claim, ADD INDEX IF NOT EXISTS jobs_flow_claim (status, queue, group_key, concurrency_key, neg_priority, id)`,
-      // Key first: with status first, MariaDB took it for the reclaim's and the lease keeper's
-      // status = 'running' walks (instead of jobs_running) and their locks crossed completions'.
-      `CREATE INDEX IF NOT EXISTS jobs_key_running ON ${table} (concurrency_key, status)`,
+      `ALTER TABLE ${table} DROP INDEX IF EXISTS jobs_claim, ADD INDEX IF NOT EXISTS jobs_flow_claim (status, queue, group_key, neg_priority, id)`,
+      // No partial index: the key of a pending job, NULL otherwise, indexed; finished jobs and
+      // plain ones (NULL) sit apart from the range a probe reads.
+      `ALTER TABLE ${table}
+        ADD COLUMN IF NOT EXISTS pending_key VARCHAR(191) AS (CASE WHEN status = 'pending' AND concurrency_key <> '' THEN concurrency_key END) PERSISTENT,
+        ADD INDEX IF NOT EXISTS jobs_key_pending (pending_key)`,
       `CREATE TABLE IF NOT EXISTS ${named("jobs_limits")} (
         limit_key VARCHAR(255) NOT NULL PRIMARY KEY,
         concurrency INT CHECK (concurrency >= 0),

@@ -76,11 +76,13 @@ export const postgresMigrations: Migration[] = [
       // grouped or keyed jobs never sits in its way (nor it in theirs).
       `DROP INDEX IF EXISTS ${schema ? `${schema}.` : ""}${index("jobs_claim")}`,
       `CREATE INDEX IF NOT EXISTS ${index("jobs_claim_plain")} ON ${table} (queue, priority DESC, id) WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''`,
-      // Jobs with a group or a key: the fair claim enumerates (group, key) pairs on this index and
-      // walks each pair's jobs in claim order. Empty when flow control is unused.
-      `CREATE INDEX IF NOT EXISTS ${index("jobs_flow_claim")} ON ${table} (queue, group_key, concurrency_key, priority DESC, id) WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')`,
-      // The running jobs of a key, counted against its limit under the key's lock.
-      `CREATE INDEX IF NOT EXISTS ${index("jobs_key_running")} ON ${table} (concurrency_key) WHERE status = 'running' AND concurrency_key <> ''`,
+      // Jobs with a group or a key: the fair claim enumerates the groups on this index and walks
+      // each group's jobs in claim order. Empty when flow control is unused.
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_flow_claim")} ON ${table} (queue, group_key, priority DESC, id) WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')`,
+      // A key's pending jobs: whether a key held back by its limit has work waiting (what a claim
+      // reports as throttled). Running jobs need no index of their own: they are few, and
+      // jobs_running reads them all.
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_key_pending")} ON ${table} (concurrency_key) WHERE status = 'pending' AND concurrency_key <> ''`,
       `CREATE TABLE IF NOT EXISTS ${named("jobs_limits")} (
         limit_key text PRIMARY KEY,
         concurrency integer CHECK (concurrency >= 0),

@@ -73,8 +73,8 @@ export const sqliteMigrations: Migration[] = [
         `UPDATE ${table} SET group_key = tenant WHERE tenant IS NOT NULL AND tenant <> '' AND status IN ('pending', 'running')`,
         `DROP INDEX IF EXISTS ${index("jobs_claim")}`,
         `CREATE INDEX IF NOT EXISTS ${index("jobs_claim_plain")} ON ${on} (queue, priority DESC, id) WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''`,
-        `CREATE INDEX IF NOT EXISTS ${index("jobs_flow_claim")} ON ${on} (queue, group_key, concurrency_key, priority DESC, id) WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')`,
-        `CREATE INDEX IF NOT EXISTS ${index("jobs_key_running")} ON ${on} (concurrency_key) WHERE status = 'running' AND concurrency_key <> ''`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_flow_claim")} ON ${on} (queue, group_key, priority DESC, id) WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_key_pending")} ON ${on} (concurrency_key) WHERE status = 'pending' AND concurrency_key <> ''`,
         `CREATE TABLE IF NOT EXISTS ${named("jobs_limits")} (
           limit_key TEXT PRIMARY KEY,
           concurrency INTEGER CHECK (concurrency >= 0),

@@ -1,0 +1,61 @@
+import { claimJobs, type ClaimResult } from "./claim.js";
+import type { JobsDatabase } from "./db/database.js";
+import { PrefetchSizer } from "./prefetch.js";
+import { ServedGroups } from "./served.js";
+
+/**
+ * What a worker's next claim asks for, and what its last one said about the queues: plain
+ * (batches, a prefetch buffer) or fair (groups or limited keys in play: only what can start now,
+ * since buffered jobs would count as running for their group and key while idle), and whether
+ * a rate asked it to come back when a token refills.
+ */
+export class ClaimPlan {
+  private fair = false;
+  private retryInMs: number | null = null;
+  private readonly served = new ServedGroups();
+  readonly prefetch: PrefetchSizer;
+
+  constructor(
+    private readonly concurrency: number,
+    prefetch: number | null,
+  ) {
+    this.prefetch = new PrefetchSizer(concurrency, prefetch);
+  }
+
+  /** Jobs the worker should hold, running and buffered. */
+  size(): number {
+    return this.concurrency + (this.fair ? 0 : this.prefetch.target());
+  }
+
+  /** Claims up to `capacity` jobs, of which `start` start now; `more`: the claim may have left claimable jobs. */
+  async claim(
+    db: JobsDatabase,
+    base: { queues: readonly string[]; lease: number; workerId: string },
+    capacity: number,
+    start: number,
+  ): Promise<ClaimResult & { more: boolean }> {
+    const startedAt = performance.now();
+    const claimed = await claimJobs(db, { ...base, limit: capacity, start, fair: this.fair, served: this.served.view });
+    this.prefetch.claimTook(performance.now() - startedAt);
+    this.fair = claimed.fair;
+    this.retryInMs = claimed.retryInMs;
+    // A fair claim takes at most the free slots: fewer than `capacity` is not "no more work".
+    return { ...claimed, more: claimed.jobs.length >= (claimed.fair ? start : capacity) };
+  }
+
+  /** A job of `group` starts: the next fair claims let other groups take their turn first. */
+  started(group: string): void {
+    this.served.note(group);
+  }
+
+  get isFair(): boolean {
+    return this.fair;
+  }
+
+  /** How long to sleep with nothing to claim: a poll, or less when a rate's token refills sooner. */
+  sleepMs(pollMs: number): number {
+    const ms = this.retryInMs === null ? pollMs : Math.min(pollMs, Math.max(1, this.retryInMs));
+    this.retryInMs = null;
+    return ms;
+  }
+}
