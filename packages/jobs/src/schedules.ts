@@ -122,7 +122,9 @@ export async function schedule(name: string, cron: string, options: ScheduleOpti
   checkOptions(options, SCHEDULE_OPTION_KEYS, "schedule");
   const checkedName = checkScheduleName(name, "schedule");
   const definition = checkDefinition(cron, options, "schedule");
-  return declare(resolveDb(options.db, options.logger), checkedName, definition, false, options.logger ?? silentLogger);
+  const db = resolveDb(options.db, options.logger);
+  checkPayloadSize(db, definition, "schedule");
+  return declare(db, checkedName, definition, false, options.logger ?? silentLogger);
 }
 
 /**
@@ -148,6 +150,7 @@ export async function syncSchedules(
     names.add(name);
   }
   const db = resolveDb(options.db, options.logger);
+  checked.forEach(({ definition }, i) => checkPayloadSize(db, definition, `syncSchedules: definitions[${i}]`));
   const logger = options.logger ?? silentLogger;
   const changes: Record<string, ScheduleChange | "removed"> = {};
   for (const { name, definition } of checked) changes[name] = await declare(db, name, definition, true, logger);
@@ -165,6 +168,14 @@ export async function syncSchedules(
 export async function readSchedule(db: JobsDatabase, name: string): Promise<ScheduleRow | null> {
   const { rows } = await db.executor.query<Record<string, unknown>>(`SELECT ${SCHEDULE_COLUMNS} FROM ${db.schedulesTable} WHERE name = $1`, [name]);
   return rows[0] ? decodeSchedule(db, rows[0]) : null;
+}
+
+/** Every run enqueues this payload: one too large for the queue is refused now, not at every slot. */
+function checkPayloadSize(db: JobsDatabase, d: ScheduleDefinition, where: string): void {
+  const bytes = d.payload === null ? 0 : Buffer.byteLength(JSON.stringify(d.payload));
+  if (bytes > db.settings.maxPayloadBytes) {
+    throw new JobError(`${where}: payload is ${bytes} bytes of JSON; the limit is ${db.settings.maxPayloadBytes} (maxPayloadBytes in connect())`, "payload");
+  }
 }
 
 async function declare(db: JobsDatabase, name: string, d: ScheduleDefinition, fromCode: boolean, logger: Logger): Promise<ScheduleChange> {

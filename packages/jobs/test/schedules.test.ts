@@ -97,6 +97,9 @@ describe.each(backends())("schedules ($name)", (backend) => {
       expect(error, `${name} ${cron}`).toBeInstanceOf(JobError);
       expect((error as JobError).field).toBe(field);
     }
+    const huge = { text: "x".repeat(t.db.settings.maxPayloadBytes) };
+    await expect(schedule("bad-payload", "@daily", { task: "t", payload: huge, db: t.db })).rejects.toThrow(/payload is \d+ bytes of JSON; the limit is/);
+    await expect(syncSchedules([{ name: "bad-sync", cron: "@daily", task: "t", payload: huge }], { db: t.db })).rejects.toBeInstanceOf(JobError);
     expect((await listSchedules({ db: t.db })).filter((s) => s.name.startsWith("bad-") || s.name === "no-task")).toEqual([]);
   });
 
