@@ -1,10 +1,10 @@
 import { resolveDb } from "./connect.js";
-import { checkTimezone, cronSlots } from "./cron-slots.js";
+import { cronSlots } from "./cron-slots.js";
 import type { JobsDatabase } from "./db/database.js";
 import { enqueue } from "./enqueue.js";
 import { JobError } from "./errors.js";
 import { silentLogger, type Logger } from "./logger.js";
-import { DEFAULT_QUEUE, DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions, type DbLike } from "./options.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
 import { toJsonText } from "./payload.js";
 import {
   SCHEDULE_COLUMNS,
@@ -18,100 +18,28 @@ import {
   type ScheduleDefinition,
   type ScheduleRow,
 } from "./schedule-rows.js";
-import { checkInteger, checkKnownOptions, checkName, checkTenant, describe } from "./validate.js";
+import {
+  DECLARATION_KEYS,
+  SCHEDULE_OPTION_KEYS,
+  checkDefinition,
+  checkPayloadSize,
+  checkScheduleName,
+  type ScheduleChange,
+  type ScheduleDeclaration,
+  type ScheduleOptions,
+  type ScheduleStatus,
+  type SyncSchedulesOptions,
+} from "./schedule-definition.js";
+import { checkKnownOptions, describe } from "./validate.js";
 
-/** Slots `catchUp: "all"` runs after downtime when `catchUpLimit` is not given: the most recent ones. */
-export const DEFAULT_CATCH_UP_LIMIT = 100;
-/** Above this, a long outage's walk back (see scheduler.ts) could not promise the cap. */
-const MAX_CATCH_UP_LIMIT = 1000;
-/** Schedule names sit in a MariaDB primary key and in each run's idempotency key. */
-const MAX_SCHEDULE_NAME_LENGTH = 191;
-
-/** What `schedule` takes besides the name and the cron expression. */
-export interface ScheduleOptions {
-  /** The task each run enqueues. */
-  task: string;
-  /** The payload of every run (JSON). */
-  payload?: unknown;
-  /** Default "default". */
-  queue?: string;
-  tenant?: string;
-  /** IANA zone the cron expression is read in. Default "UTC". */
-  timezone?: string;
-  /** Slots missed while no scheduler ran: "none", the "last" one (default), or "all" up to `catchUpLimit`. */
-  catchUp?: "none" | "last" | "all";
-  /** With `catchUp: "all"`, at most this many missed slots run, the most recent. Default 100, at most 1,000. */
-  catchUpLimit?: number;
-  /** "skip" (default): no new run while the previous one is pending or running. "allow": runs may overlap. */
-  overlap?: "allow" | "skip";
-  db?: DbLike;
-  /** Where the change of a redeclared schedule is logged. */
-  logger?: Logger;
-}
-
-/** One schedule for `syncSchedules`. */
-export interface ScheduleDeclaration extends Omit<ScheduleOptions, "db" | "logger"> {
-  name: string;
-  cron: string;
-}
-
-export interface SyncSchedulesOptions extends DatabaseOptions {
-  logger?: Logger;
-}
-
-/** What declaring a schedule did. */
-export type ScheduleChange = "created" | "updated" | "unchanged";
-
-/** A stored schedule, as `listSchedules` reads it. */
-export interface ScheduleStatus {
-  name: string;
-  cron: string;
-  timezone: string;
-  task: string;
-  queue: string;
-  /** The next slot not yet enqueued; null when the expression has none left. */
-  nextRunAt: Date | null;
-  /** The latest slot enqueued (or skipped by its overlap or catch-up policy). */
-  lastRunAt: Date | null;
-  paused: boolean;
-}
-
-const SCHEDULE_OPTION_KEYS = ["task", "payload", "queue", "tenant", "timezone", "catchUp", "catchUpLimit", "overlap", "db", "logger"];
-const DECLARATION_KEYS = ["name", "cron", ...SCHEDULE_OPTION_KEYS.filter((k) => k !== "db" && k !== "logger")];
-
-export function checkScheduleName(value: unknown, where: string): string {
-  const name = checkName(value, "name");
-  if (name.length > MAX_SCHEDULE_NAME_LENGTH)
-    throw new JobError(`${where}: name must be at most ${MAX_SCHEDULE_NAME_LENGTH} characters, got ${name.length}`, "name");
-  return name;
-}
-
-function checkDefinition(cron: unknown, options: unknown, where: string): ScheduleDefinition {
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new JobError(`${where}: options must be an object like { task: "report" }, got ${describe(options)}`, "options");
-  }
-  const o = options as ScheduleOptions;
-  const timezone = o.timezone === undefined ? "UTC" : checkTimezone(o.timezone);
-  cronSlots(cron, timezone);
-  if (o.catchUp !== undefined && !["none", "last", "all"].includes(o.catchUp)) {
-    throw new JobError(`${where}: catchUp must be "none", "last" or "all", got ${describe(o.catchUp)}`, "catchUp");
-  }
-  if (o.overlap !== undefined && o.overlap !== "allow" && o.overlap !== "skip") {
-    throw new JobError(`${where}: overlap must be "skip" or "allow", got ${describe(o.overlap)}`, "overlap");
-  }
-  const payload = toJsonText(o.payload, "payload");
-  return {
-    cron: (cron as string).trim(),
-    timezone,
-    task: checkName(o.task, "task"),
-    payload: payload === null ? null : (JSON.parse(payload) as unknown),
-    queue: o.queue === undefined ? DEFAULT_QUEUE : checkName(o.queue, "queue"),
-    tenant: checkTenant(o.tenant, "tenant", "a schedule whose runs have no tenant"),
-    catchUp: o.catchUp ?? "last",
-    catchUpLimit: o.catchUpLimit === undefined ? DEFAULT_CATCH_UP_LIMIT : checkInteger(o.catchUpLimit, "catchUpLimit", 1, MAX_CATCH_UP_LIMIT),
-    overlap: o.overlap ?? "skip",
-  };
-}
+export {
+  DEFAULT_CATCH_UP_LIMIT,
+  type ScheduleChange,
+  type ScheduleDeclaration,
+  type ScheduleOptions,
+  type ScheduleStatus,
+  type SyncSchedulesOptions,
+} from "./schedule-definition.js";
 
 /**
  * Creates or updates a schedule. Idempotent: the same definition again changes nothing, a
@@ -168,14 +96,6 @@ export async function syncSchedules(
 export async function readSchedule(db: JobsDatabase, name: string): Promise<ScheduleRow | null> {
   const { rows } = await db.executor.query<Record<string, unknown>>(`SELECT ${SCHEDULE_COLUMNS} FROM ${db.schedulesTable} WHERE name = $1`, [name]);
   return rows[0] ? decodeSchedule(db, rows[0]) : null;
-}
-
-/** Every run enqueues this payload: one too large for the queue is refused now, not at every slot. */
-function checkPayloadSize(db: JobsDatabase, d: ScheduleDefinition, where: string): void {
-  const bytes = d.payload === null ? 0 : Buffer.byteLength(JSON.stringify(d.payload));
-  if (bytes > db.settings.maxPayloadBytes) {
-    throw new JobError(`${where}: payload is ${bytes} bytes of JSON; the limit is ${db.settings.maxPayloadBytes} (maxPayloadBytes in connect())`, "payload");
-  }
 }
 
 async function declare(db: JobsDatabase, name: string, d: ScheduleDefinition, fromCode: boolean, logger: Logger): Promise<ScheduleChange> {
@@ -304,12 +224,6 @@ export async function listSchedules(options: DatabaseOptions = {}): Promise<Sche
     const s = decodeSchedule(db, raw);
     return { name: s.name, cron: s.cron, timezone: s.timezone, task: s.task, queue: s.queue, nextRunAt: s.nextRunAt, lastRunAt: s.lastRunAt, paused: s.paused };
   });
-}
-
-/** Every stored schedule in full (the scheduler's and `doctor`'s read). */
-export async function readSchedules(db: JobsDatabase): Promise<ScheduleRow[]> {
-  const { rows } = await db.executor.query<Record<string, unknown>>(`SELECT ${SCHEDULE_COLUMNS} FROM ${db.schedulesTable} ORDER BY name`, []);
-  return rows.map((raw) => decodeSchedule(db, raw));
 }
 
 /**
