@@ -6,7 +6,7 @@ import { MAIL_JOB_TASK } from "@forge/mail";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { APP_DIR } from "../src/config.js";
-import { createEnv, startApp, type Env } from "./support.js";
+import { createEnv, startApp, type Env, postgresOn } from "./support.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const ARGS = [
@@ -22,7 +22,7 @@ const ARGS = [
 const TOKEN = "browser-test-token";
 const SCREENSHOT = path.join(APP_DIR, "test-results", "dashboard.png");
 
-describe("the dashboard in headless Chromium (postgres)", () => {
+describe.skipIf(!postgresOn)("the dashboard in headless Chromium (postgres)", () => {
   let env: Env;
   let server: Awaited<ReturnType<typeof startApp>>;
   let browser: Browser;
