@@ -3,6 +3,7 @@ import { JobError } from "../errors.js";
 import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, status, type Io, type Parsed } from "./commands.js";
 import { groupsCommand, limitsCommand } from "./flow.js";
 import { HELP, ProblemsFound, UsageError } from "./usage.js";
+import { packageVersion } from "./version.js";
 
 const COMMON = {
   "database-url": { type: "string" },
@@ -43,6 +44,10 @@ export async function main(argv: string[], io: Io): Promise<number> {
   if (!name || name === "--help" || name === "-h" || name === "help") {
     io.out(HELP.main + "\n");
     return name ? 0 : 2;
+  }
+  if (name === "--version" || name === "-V" || name === "version") {
+    io.out(`${packageVersion()}\n`);
+    return 0;
   }
   const command = COMMANDS[name as keyof typeof COMMANDS];
   if (!command) {

@@ -24,7 +24,7 @@ Commands:
   limits    list, set or remove concurrency and rate limits per key
   groups    list fair-share groups, or set a group's weight
 
-Run 'forge-jobs <command> --help' for a command's options.${COMMON_OPTIONS}`,
+Run 'forge-jobs <command> --help' for a command's options; 'forge-jobs --version' for the version.${COMMON_OPTIONS}`,
   init: `Usage: forge-jobs init [--dir <folder>] [--dialect postgres|sqlite|mysql]
 
 Writes one SQL file per migration (NNN_forge_jobs_<name>.<dialect>.sql) into --dir
@@ -42,7 +42,9 @@ retry backoff is PENDING but not READY. Under the queues, when there are any: th
 every queue. --json prints the queues only. Read-only: it changes nothing.
   --queue <name>     one queue only
   --json             machine-readable output
-  --watch [seconds]  redraw every N seconds (default 2) until Ctrl-C${COMMON_OPTIONS}`,
+  --watch [seconds]  redraw every N seconds (default 2, at least 0.5) until Ctrl-C; the screen
+                     is cleared only on a terminal (piped, each redraw is appended)
+A --queue with no job ever in it is an error (exit 1) naming the queues that have jobs.${COMMON_OPTIONS}`,
   reclaim: `Usage: forge-jobs reclaim [--lease <seconds>] [--queue <name>]
 
 Takes back running jobs whose worker is gone: pending again while attempts remain, else
