@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { JobError } from "../errors.js";
 import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, status, type Io, type Parsed } from "./commands.js";
 import { groupsCommand, limitsCommand } from "./flow.js";
+import { cancelCommand, listCommand, retryCommand, showCommand } from "./jobs.js";
 import { HELP, ProblemsFound, UsageError } from "./usage.js";
 import { packageVersion } from "./version.js";
 
@@ -9,6 +10,15 @@ const COMMON = {
   "database-url": { type: "string" },
   schema: { type: "string" },
   help: { type: "boolean", short: "h" },
+} as const;
+
+/** The job filters of list, retry and cancel. */
+const FILTERS = {
+  queue: { type: "string", multiple: true },
+  status: { type: "string" },
+  task: { type: "string" },
+  tenant: { type: "string" },
+  "older-than": { type: "string" },
 } as const;
 
 const COMMANDS = {
@@ -33,10 +43,14 @@ const COMMANDS = {
     options: { json: { type: "boolean" }, concurrency: { type: "string" }, rate: { type: "string" }, burst: { type: "string" } },
   },
   groups: { run: groupsCommand, options: { json: { type: "boolean" } } },
+  list: { run: listCommand, options: { ...FILTERS, limit: { type: "string" }, before: { type: "string" }, json: { type: "boolean" } } },
+  show: { run: showCommand, options: { tenant: { type: "string" } } },
+  retry: { run: retryCommand, options: { ...FILTERS, yes: { type: "boolean" } } },
+  cancel: { run: cancelCommand, options: { ...FILTERS, yes: { type: "boolean" } } },
 } as const;
 
 /** Commands that take words after their name: a module path, or an action and its arguments. */
-const POSITIONAL = new Set(["worker", "limits", "groups"]);
+const POSITIONAL = new Set(["worker", "limits", "groups", "show", "retry", "cancel"]);
 
 /** Runs the CLI; returns the exit code (0 ok, 1 problems or a failure, 2 a usage error). */
 export async function main(argv: string[], io: Io): Promise<number> {
