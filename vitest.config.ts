@@ -4,5 +4,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     projects: ["packages/*", "apps/*", "tools/*"],
+    // Which database servers answer: outside CI, one that does not is left out with a notice.
+    globalSetup: ["./tools/test-services/src/setup.ts"],
   },
 });

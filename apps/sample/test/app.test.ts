@@ -197,19 +197,42 @@ describe.each(names)("the sample app (%s)", (name) => {
   });
 
   describe("GET /admin/jobs", () => {
-    it("needs the admin token (Bearer or ?token=), 401 problem+json otherwise", async () => {
+    it("needs the admin token (Bearer, or a session from the login form), never in the URL: 401 problem+json otherwise (issue 16.13)", async () => {
       const none = await fetch(`${server.url}/admin/jobs`);
       expect(none.status).toBe(401);
       expect(none.headers.get("content-type")).toMatch(/^application\/problem\+json/);
-      expect((await fetch(`${server.url}/admin/jobs?token=wrong`)).status).toBe(401);
       expect((await fetch(`${server.url}/admin/jobs`, { headers: { authorization: "Bearer wrong" } })).status).toBe(401);
       expect((await fetch(`${server.url}/admin/jobs/jobs/1/retry`, { method: "POST" })).status).toBe(401);
+      // The token in the query string is no way in (it would land in access logs and every link).
+      expect((await fetch(`${server.url}/admin/jobs?token=${ADMIN_TOKEN}`)).status).toBe(401);
       const bearer = await fetch(`${server.url}/admin/jobs`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
       expect(bearer.status).toBe(200);
-      expect(await bearer.text()).toContain('data-queue="mails"');
-      const query = await fetch(`${server.url}/admin/jobs?token=${ADMIN_TOKEN}`);
-      expect(query.status).toBe(200);
-      expect(await query.text()).toContain(`?token=${ADMIN_TOKEN}"`);
+      const html = await bearer.text();
+      expect(html).toContain('data-queue="mails"');
+      expect(html).not.toContain(ADMIN_TOKEN);
+
+      // A browser is sent to sign in; the form post sets an HttpOnly session cookie.
+      const browser = await fetch(`${server.url}/admin/jobs`, { headers: { accept: "text/html" }, redirect: "manual" });
+      expect(browser.status).toBe(303);
+      expect(browser.headers.get("location")).toBe("/admin/login");
+      const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, redirect: "manual" as const };
+      expect((await fetch(`${server.url}/admin/login`, { ...form, body: "token=wrong" })).status).toBe(401);
+      const elsewhere = await fetch(`${server.url}/admin/login`, {
+        ...form,
+        headers: { ...form.headers, origin: "https://evil.example" },
+        body: `token=${ADMIN_TOKEN}`,
+      });
+      expect(elsewhere.status).toBe(401);
+      const signedIn = await fetch(`${server.url}/admin/login`, { ...form, body: `token=${encodeURIComponent(ADMIN_TOKEN)}` });
+      expect(signedIn.status).toBe(303);
+      expect(signedIn.headers.get("location")).toBe("/admin/jobs");
+      const cookie = signedIn.headers.get("set-cookie")!;
+      expect(cookie).toMatch(/^forge_admin=\d+\.[\w-]+; Path=\/admin; Max-Age=\d+; HttpOnly; SameSite=Strict/);
+      expect(cookie).not.toContain(ADMIN_TOKEN);
+      const session = cookie.split(";")[0]!;
+      expect((await fetch(`${server.url}/admin/jobs`, { headers: { cookie: session } })).status).toBe(200);
+      const forged = session.replace(/\.[\w-]+$/, ".forged");
+      expect((await fetch(`${server.url}/admin/jobs`, { headers: { cookie: forged } })).status).toBe(401);
     });
 
     it("is disabled (404) with a log line when ADMIN_TOKEN is unset", async () => {
@@ -218,7 +241,7 @@ describe.each(names)("the sample app (%s)", (name) => {
       const other = await startApp(env, { adminToken: undefined }, { level: "info", stream });
       try {
         expect((await fetch(`${other.url}/admin/jobs`)).status).toBe(404);
-        expect((await fetch(`${other.url}/admin/jobs?token=anything`)).status).toBe(404);
+        expect((await fetch(`${other.url}/admin/login`)).status).toBe(404);
         expect(lines.join("")).toContain("ADMIN_TOKEN is not set: the queue dashboard at /admin/jobs is disabled");
       } finally {
         await other.close();

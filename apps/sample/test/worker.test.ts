@@ -1,8 +1,8 @@
 import { getJob } from "@forge/jobs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createEnv, spawnWorker, startApp, startSmtp, waitFor, type Env } from "./support.js";
+import { createEnv, spawnWorker, startApp, startSmtp, waitFor, type Env, postgresOn } from "./support.js";
 
-describe("src/worker.ts as a process (postgres)", () => {
+describe.skipIf(!postgresOn)("src/worker.ts as a process (postgres)", () => {
   let env: Env;
   let server: Awaited<ReturnType<typeof startApp>>;
 

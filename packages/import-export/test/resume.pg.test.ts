@@ -42,17 +42,23 @@ async function newSchema(token: string): Promise<string> {
   return schema;
 }
 
+// Left out when FORGE_TEST_BACKENDS does not name PostgreSQL (the test run's global setup sets
+// it when the server does not answer outside CI).
+const postgresOn = !process.env.FORGE_TEST_BACKENDS || process.env.FORGE_TEST_BACKENDS.split(",").includes("postgres");
+
 beforeAll(async () => {
+  if (!postgresOn) return;
   admin = new pg.Client({ connectionString: DATABASE_URL });
   await admin.connect();
 });
 
 afterAll(async () => {
+  if (!postgresOn) return;
   for (const schema of schemas) await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   await admin.end();
 });
 
-describe("resumable import against PostgreSQL", () => {
+describe.skipIf(!postgresOn)("resumable import against PostgreSQL", () => {
   it("survives a SIGKILL mid-import: each row lands exactly once and the report is exact", async () => {
     await withTempDir(async (dir) => {
       const { text, valid, rejectedLines } = bigFile();

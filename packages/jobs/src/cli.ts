@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { main } from "./cli/main.js";
 
-main(process.argv.slice(2), { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) }).then(
+main(process.argv.slice(2), { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), isTTY: process.stdout.isTTY === true }).then(
   (code) => exit(code),
   (error: unknown) => {
     process.stderr.write(`forge-jobs: ${(error as Error)?.message ?? String(error)}\n`);

@@ -5,6 +5,8 @@ export { getJob, pendingCount, statusCounts, type ReadOptions } from "./status.j
 export { heartbeat, DEFAULT_LEASE_SECONDS } from "./lease.js";
 export { reclaim, WORKER_LOST_PREFIX, type ReclaimOptions, type ReclaimedJob } from "./reclaim.js";
 export { cancelJob, retryJob, prune } from "./admin.js";
+export { handler } from "./handlers.js";
+export { listJobs, type ListJobsOptions, type JobListItem, type JobList } from "./list.js";
 export { observeQueueDepth } from "./queue-metrics.js";
 export { setLimit, removeLimit, listLimits, type LimitSettings, type RateLimitSettings, type LimitStatus, type RateLimit } from "./limits.js";
 export { setGroupWeight, listGroups, type GroupStatus } from "./groups.js";

@@ -1,5 +1,7 @@
 import { resolveDb } from "./connect.js";
-import { TABLE_NAME, type JobsDatabase } from "./db/database.js";
+import { MIGRATIONS_TABLE, TABLE_NAME, type JobsDatabase } from "./db/database.js";
+import { SQLITE_NOW } from "./dialects/sqlite.js";
+import { JobError } from "./errors.js";
 import type { DialectName, Executor } from "./db/executor.js";
 import { checkIdentifier, qualified, quoteIdent } from "./db/identifiers.js";
 import { onOneConnection } from "./db/mysql.js";
@@ -61,17 +63,45 @@ export function migrationSql(db: JobsDatabase, fromVersion = 0): MigrationSql[] 
 export function dialectMigrationSql(dialect: DialectName, options: { schema?: string | null; fromVersion?: number } = {}): MigrationSql[] {
   const schema = options.schema ? checkIdentifier(options.schema, "schema") : null;
   const names = schemaNames(dialect, schema);
+  const migrationsTable = qualified(dialect, schema, MIGRATIONS_TABLE);
   return migrationsFor(dialect)
     .filter((m) => m.version > (options.fromVersion ?? 0))
     .map((m) => ({
       version: m.version,
       name: m.name,
+      // Each file records its own version, as migrate() does: applied by another tool, the
+      // schema is still known to doctor and migrate (they would otherwise apply it again).
       sql:
-        m
-          .statements(names)
+        [...m.statements(names), CREATE_MIGRATIONS_TABLE[dialect](migrationsTable), RECORD_VERSION[dialect](migrationsTable, m)]
           .map((s) => `${s};`)
           .join("\n\n") + "\n",
     }));
+}
+
+/** Records a version, once: the file may be applied after migrate() did it. Names are [a-z_]. */
+const RECORD_VERSION: Record<DialectName, (t: string, m: Migration) => string> = {
+  postgres: (t, m) => `INSERT INTO ${t} (version, name) VALUES (${m.version}, '${m.name}') ON CONFLICT (version) DO NOTHING`,
+  sqlite: (t, m) => `INSERT OR IGNORE INTO ${t} (version, name, applied_at) VALUES (${m.version}, '${m.name}', ${SQLITE_NOW})`,
+  mysql: (t, m) => `INSERT IGNORE INTO ${t} (version, name) VALUES (${m.version}, '${m.name}')`,
+};
+
+/** Whether the jobs table exists (before its first migration is recorded: then it is not ours). */
+const TABLE_EXISTS: Record<DialectName, (db: JobsDatabase) => { sql: string; params: unknown[] }> = {
+  postgres: (db) => ({ sql: "SELECT to_regclass($1) IS NOT NULL AS found", params: [db.table] }),
+  sqlite: (db) => ({
+    sql: `SELECT count(*) > 0 AS found FROM ${db.schema ? `${quoteIdent("sqlite", db.schema)}.` : ""}sqlite_master WHERE type = 'table' AND name = $1`,
+    params: [TABLE_NAME],
+  }),
+  mysql: (db) => ({
+    sql: "SELECT count(*) > 0 AS found FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE($1, DATABASE()) AND TABLE_NAME = $2",
+    params: [db.schema, TABLE_NAME],
+  }),
+};
+
+async function foreignJobsTable(db: JobsDatabase, tx: Executor): Promise<boolean> {
+  const { sql, params } = TABLE_EXISTS[db.dialect](db);
+  const { rows } = await tx.query<{ found: unknown }>(sql, params);
+  return rows[0]?.found === true || Number(rows[0]?.found) === 1;
 }
 
 const LOCKS: Record<DialectName, <T>(db: JobsDatabase, work: (tx: Executor) => Promise<T>) => Promise<T>> = {
@@ -120,6 +150,18 @@ export async function migrate(options: DatabaseOptions = {}): Promise<MigrateRes
   const migrations = migrationsFor(db.dialect);
   const names = schemaNames(db.dialect, db.schema);
   return LOCKS[db.dialect](db, async (tx) => {
+    // Before anything is created (MariaDB's DDL would commit on its own).
+    if (await foreignJobsTable(db, tx)) {
+      const recorded = await tx.query<{ version: number }>(`SELECT version FROM ${db.migrationsTable} WHERE version = 1`).catch(() => ({ rows: [] }));
+      if (recorded.rows.length === 0) {
+        const where = db.schema ? `schema ${JSON.stringify(db.schema)}` : "the connection's default schema";
+        throw new JobError(
+          `migrate: a table named "${TABLE_NAME}" already exists in ${where} and forge-jobs did not create it (no version is recorded in ${MIGRATIONS_TABLE}). ` +
+            `Give the queue a schema of its own: connect(url, { schema: "forge" }), or --schema forge on the CLI; nothing was changed`,
+          "schema",
+        );
+      }
+    }
     await tx.query(CREATE_MIGRATIONS_TABLE[db.dialect](db.migrationsTable));
     const done = new Set((await tx.query<{ version: number }>(`SELECT version FROM ${db.migrationsTable}`)).rows.map((r) => Number(r.version)));
     const applied: number[] = [];

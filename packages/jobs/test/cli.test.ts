@@ -33,6 +33,15 @@ function cli(args: string[], options: { env?: Record<string, string>; onStart?: 
 }
 
 describe("forge-jobs CLI: usage", () => {
+  it("--version prints the package's version (issue 16.9)", async () => {
+    const { version } = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
+    for (const flag of ["--version", "-V"]) {
+      const result = await cli([flag]);
+      expect(result.code).toBe(0);
+      expect(result.stdout.trim()).toBe(version);
+    }
+  });
+
   it("is built (run pnpm build first)", () => {
     expect(existsSync(BIN)).toBe(true);
   });
@@ -180,10 +189,68 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     expect(JSON.parse(one.stdout)).toEqual([expect.objectContaining({ queue: "mails", ready: 1, total: 2 })]);
   });
 
+  it("list, show, retry and cancel: filters, pages, the whole job, and bulk actions counted before --yes (issue 16.9)", async () => {
+    const queue = `ops-${randomUUID().slice(0, 8)}`;
+    for (let i = 0; i < 3; i++) await enqueue("fails", { n: i }, { db: t.db, queue });
+    while (await processOne({ fails: () => Promise.reject(new Error("no luck")) }, { db: t.db, queue }));
+    const pending = await enqueue("waits", { keep: true }, { db: t.db, queue });
+
+    const listed = await cli(["list", "--queue", queue, "--status", "failed", "--json", ...common]);
+    expect(listed.code).toBe(0);
+    const page = JSON.parse(listed.stdout) as { jobs: { id: number; lastError: string }[]; next: number | null };
+    expect(page.jobs).toHaveLength(3);
+    expect(page.jobs[0]!.lastError).toContain("no luck");
+    const table = await cli(["list", "--queue", queue, "--limit", "2", ...common]);
+    expect(table.stdout).toMatch(/^ID\s+QUEUE\s+TASK\s+STATUS/);
+    expect(table.stdout).toMatch(/more: forge-jobs list --before \d+/);
+    expect((await cli(["list", "--status", "nope", ...common])).code).toBe(2);
+
+    const shown = await cli(["show", String(pending), ...common]);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id: pending, payload: { keep: true }, status: "pending" });
+    expect((await cli(["show", "999999999", ...common])).code).toBe(1);
+
+    const counted = await cli(["retry", "--queue", queue, ...common]);
+    expect(counted.stdout).toContain("3 job(s) match; run again with --yes to retry them");
+    expect((await getJob(page.jobs[0]!.id, { db: t.db }))!.status).toBe("failed");
+    const retried = await cli(["retry", "--queue", queue, "--yes", ...common]);
+    expect(retried.stdout).toContain("retried 3 of 3 job(s)");
+    expect((await getJob(page.jobs[0]!.id, { db: t.db }))!.status).toBe("pending");
+
+    expect((await cli(["cancel", String(pending), ...common])).stdout).toContain(`cancelled job ${pending}`);
+    expect((await cli(["cancel", String(pending), ...common])).code).toBe(1);
+    expect((await cli(["retry", ...common])).code).toBe(2);
+  });
+
+  it("status --watch below 0.5 s is a usage error (it looped with no delay); an unknown queue is said as such (issue 16.8, 16.10)", async () => {
+    const fast = await cli(["status", "--watch", "0", ...common]);
+    expect(fast.code).toBe(2);
+    expect(fast.stderr).toMatch(/--watch must be at least 0.5 seconds/);
+    await enqueue("w", null, { db: t.db, queue: "known" });
+    const typo = await cli(["status", "--queue", "nope", ...common]);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toMatch(/no job has ever been in queue "nope"; queues with jobs: .*known/);
+  });
+
+  it("status --watch into a pipe appends frames without screen-clearing codes, and leaks no listener over many redraws (issue 16.8)", async () => {
+    await enqueue("w", null, { db: t.db, queue: "piped" });
+    let frames = 0;
+    const result = await cli(["status", "--watch", "0.5", "--queue", "piped", ...common], {
+      onStart: (child) => {
+        child.stdout!.on("data", (d: Buffer) => {
+          frames += (d.toString().match(/Ctrl-C to stop/g) ?? []).length;
+          if (frames >= 13) child.kill("SIGINT");
+        });
+      },
+    });
+    expect(result.code).toBe(0);
+    expect(result.stdout).not.toContain("\x1b[");
+    expect(result.stderr).not.toMatch(/MaxListenersExceededWarning/);
+  }, 30_000);
+
   it("status --watch redraws until interrupted; with --json each frame is one JSON line", async () => {
     await enqueue("w", null, { db: t.db, queue: "watched" });
     let frames = 0;
-    const result = await cli(["status", "--watch", "0.1", "--json", "--queue", "watched", ...common], {
+    const result = await cli(["status", "--watch", "0.5", "--json", "--queue", "watched", ...common], {
       onStart: (child) => {
         child.stdout!.on("data", (d: Buffer) => {
           frames += d.toString().split("\n").filter(Boolean).length;

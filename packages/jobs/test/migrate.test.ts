@@ -34,6 +34,53 @@ describe.each(backends())("migrate ($name)", (backend) => {
     }
   });
 
+  /** The place itself (schema or database) exists, as when the application made it: migrate() would create it. */
+  async function place(db: ReturnType<typeof connect>, schema: string | undefined): Promise<void> {
+    if (schema && backend.name === "postgres") await db.executor.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    if (schema && backend.name === "mysql") await db.executor.query(`CREATE DATABASE IF NOT EXISTS \`${schema}\``);
+  }
+
+  it("the SQL of forge-jobs init, applied by another tool, records its versions: migrate then applies nothing (issue 16.6)", async () => {
+    const target = await backend.blank();
+    const db = connect(target.url, target.schema ? { schema: target.schema } : {});
+    try {
+      await place(db, target.schema);
+      for (const migration of migrationSql(db))
+        for (const statement of migration.sql.split(/;\n\n/)) if (statement.trim()) await db.executor.query(statement.replace(/;\s*$/, ""));
+      expect(await schemaVersion({ db })).toBe(latestVersion(backend.name));
+      expect(await migrate({ db })).toEqual({ applied: [], version: latestVersion(backend.name) });
+    } finally {
+      await db.close();
+      await target.drop();
+    }
+  });
+
+  it("a jobs table of the application's own: migrate says to give the queue a schema of its own, and changes nothing (issue 16.7)", async () => {
+    const target = await backend.blank();
+    const db = connect(target.url, target.schema ? { schema: target.schema } : {});
+    try {
+      await place(db, target.schema);
+      await db.executor.query(`CREATE TABLE ${db.table} (id integer PRIMARY KEY, title text)`);
+      const error = await migrate({ db }).then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
+      expect(error?.name).toBe("JobError");
+      expect(error?.message).toMatch(
+        /a table named "jobs" already exists in .* and forge-jobs did not create it.*schema of its own: connect\(url, \{ schema: "forge" \}\)/,
+      );
+      expect(await schemaVersion({ db })).toBe(0);
+      const missing = await db.executor.query(`SELECT version FROM ${db.migrationsTable}`).then(
+        () => false,
+        () => true,
+      );
+      expect(missing, "the migrations table was not created").toBe(true);
+    } finally {
+      await db.close();
+      await target.drop();
+    }
+  });
+
   it("prints the SQL for review, per version", async () => {
     const target = await backend.blank();
     const db = connect(target.url, target.schema ? { schema: target.schema } : {});

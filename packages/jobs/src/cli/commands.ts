@@ -23,6 +23,8 @@ import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.j
 export interface Io {
   out(text: string): void;
   err(text: string): void;
+  /** Whether `out` is a terminal (screen-clearing codes are for terminals only). */
+  isTTY?: boolean;
 }
 
 export interface Parsed {
@@ -97,33 +99,46 @@ export async function runMigrate(p: Parsed, io: Io): Promise<void> {
   }
 }
 
+/** The shortest redraw interval of `status --watch`: each redraw runs the status reads. */
+const MIN_WATCH_SECONDS = 0.5;
+
 export async function status(p: Parsed, io: Io): Promise<void> {
-  const db = openDatabase(p, { reading: true });
-  const queue = p.values.queue as string[] | undefined;
+  const queue = (p.values.queue as string[] | undefined)?.[0];
   const watch = p.values.watch;
-  const read = async () => statusCounts({ db, ...(queue?.[0] ? { queue: queue[0] } : {}) });
+  const seconds = watch === undefined ? null : watch === true ? 2 : (parseNumber(watch as string, "--watch") ?? 2);
+  if (seconds !== null && seconds < MIN_WATCH_SECONDS) {
+    throw new UsageError(`--watch must be at least ${MIN_WATCH_SECONDS} seconds (each redraw reads the database), got ${String(watch)}`);
+  }
+  const db = openDatabase(p, { reading: true });
+  const read = async () => {
+    const statuses = await statusCounts({ db, ...(queue ? { queue } : {}) });
+    // Queues exist only through their jobs: a name with none is most likely a typo.
+    if (queue && statuses.every((s) => s.total === 0)) {
+      const known = (await statusCounts({ db })).map((s) => s.queue);
+      throw new ProblemsFound(`no job has ever been in queue ${JSON.stringify(queue)}; queues with jobs: ${known.length > 0 ? known.join(", ") : "none"}`);
+    }
+    return statuses;
+  };
   try {
-    if (watch === undefined) {
+    if (seconds === null) {
       const statuses = await read();
       io.out(p.values.json ? JSON.stringify(statuses, null, 2) + "\n" : renderStatus(statuses) + renderFlow(await flowOverview(db)));
       return;
     }
-    const seconds = watch === true ? 2 : (parseNumber(watch as string, "--watch") ?? 2);
     const stop = new AbortController();
     const onSignal = () => stop.abort();
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
+    // Clear the screen only on a terminal: piped into a file or a pager, each redraw is appended.
+    const clear = io.isTTY ? "\x1b[2J\x1b[H" : "\n";
     try {
       while (!stop.signal.aborted) {
         const statuses = await read();
         const body = p.values.json
           ? JSON.stringify({ at: new Date().toISOString(), queues: statuses }) + "\n"
-          : `\x1b[2J\x1b[H${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}${renderFlow(await flowOverview(db))}`;
+          : `${clear}${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}${renderFlow(await flowOverview(db))}`;
         io.out(body);
-        await new Promise<void>((r) => {
-          const timer = setTimeout(r, timerMs(seconds * 1000));
-          stop.signal.addEventListener("abort", () => (clearTimeout(timer), r()), { once: true });
-        });
+        await sleepUnless(stop.signal, seconds * 1000);
       }
     } finally {
       process.off("SIGINT", onSignal);
@@ -132,6 +147,19 @@ export async function status(p: Parsed, io: Io): Promise<void> {
   } finally {
     await db.close();
   }
+}
+
+/** Waits `ms`, or less if `signal` fires; leaves no listener on the signal either way. */
+function sleepUnless(signal: AbortSignal, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, timerMs(ms));
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 export async function runReclaim(p: Parsed, io: Io): Promise<void> {

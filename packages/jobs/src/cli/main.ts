@@ -3,12 +3,23 @@ import { JobError } from "../errors.js";
 import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, status, type Io, type Parsed } from "./commands.js";
 import { groupsCommand, limitsCommand } from "./flow.js";
 import { schedulesCommand } from "./schedules.js";
+import { cancelCommand, listCommand, retryCommand, showCommand } from "./jobs.js";
 import { HELP, ProblemsFound, UsageError } from "./usage.js";
+import { packageVersion } from "./version.js";
 
 const COMMON = {
   "database-url": { type: "string" },
   schema: { type: "string" },
   help: { type: "boolean", short: "h" },
+} as const;
+
+/** The job filters of list, retry and cancel. */
+const FILTERS = {
+  queue: { type: "string", multiple: true },
+  status: { type: "string" },
+  task: { type: "string" },
+  tenant: { type: "string" },
+  "older-than": { type: "string" },
 } as const;
 
 const COMMANDS = {
@@ -35,10 +46,14 @@ const COMMANDS = {
   },
   groups: { run: groupsCommand, options: { json: { type: "boolean" } } },
   schedules: { run: schedulesCommand, options: { json: { type: "boolean" } } },
+  list: { run: listCommand, options: { ...FILTERS, limit: { type: "string" }, before: { type: "string" }, json: { type: "boolean" } } },
+  show: { run: showCommand, options: { tenant: { type: "string" } } },
+  retry: { run: retryCommand, options: { ...FILTERS, yes: { type: "boolean" } } },
+  cancel: { run: cancelCommand, options: { ...FILTERS, yes: { type: "boolean" } } },
 } as const;
 
 /** Commands that take words after their name: a module path, or an action and its arguments. */
-const POSITIONAL = new Set(["worker", "limits", "groups", "schedules"]);
+const POSITIONAL = new Set(["worker", "limits", "groups", "schedules", "show", "retry", "cancel"]);
 
 /** Runs the CLI; returns the exit code (0 ok, 1 problems or a failure, 2 a usage error). */
 export async function main(argv: string[], io: Io): Promise<number> {
@@ -46,6 +61,10 @@ export async function main(argv: string[], io: Io): Promise<number> {
   if (!name || name === "--help" || name === "-h" || name === "help") {
     io.out(HELP.main + "\n");
     return name ? 0 : 2;
+  }
+  if (name === "--version" || name === "-V" || name === "version") {
+    io.out(`${packageVersion()}\n`);
+    return 0;
   }
   const command = COMMANDS[name as keyof typeof COMMANDS];
   if (!command) {

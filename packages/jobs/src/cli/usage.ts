@@ -24,8 +24,12 @@ Commands:
   limits    list, set or remove concurrency and rate limits per key
   groups    list fair-share groups, or set a group's weight
   schedules list recurring schedules; pause, resume or trigger one
+  list      jobs by queue, status, task, tenant or age, newest first, a page at a time
+  show      one job, whole: payload, progress, result, attempts, last error, timings
+  retry     put a failed (or cancelled) job back, or every job a filter matches (--yes)
+  cancel    cancel a pending or running job, or every job a filter matches (--yes)
 
-Run 'forge-jobs <command> --help' for a command's options.${COMMON_OPTIONS}`,
+Run 'forge-jobs <command> --help' for a command's options; 'forge-jobs --version' for the version.${COMMON_OPTIONS}`,
   init: `Usage: forge-jobs init [--dir <folder>] [--dialect postgres|sqlite|mysql]
 
 Writes one SQL file per migration (NNN_forge_jobs_<name>.<dialect>.sql) into --dir
@@ -43,7 +47,9 @@ retry backoff is PENDING but not READY. Under the queues, when there are any: th
 every queue. --json prints the queues only. Read-only: it changes nothing.
   --queue <name>     one queue only
   --json             machine-readable output
-  --watch [seconds]  redraw every N seconds (default 2) until Ctrl-C${COMMON_OPTIONS}`,
+  --watch [seconds]  redraw every N seconds (default 2, at least 0.5) until Ctrl-C; the screen
+                     is cleared only on a terminal (piped, each redraw is appended)
+A --queue with no job ever in it is an error (exit 1) naming the queues that have jobs.${COMMON_OPTIONS}`,
   reclaim: `Usage: forge-jobs reclaim [--lease <seconds>] [--queue <name>]
 
 Takes back running jobs whose worker is gone: pending again while attempts remain, else
@@ -109,6 +115,27 @@ syncSchedules()); workers enqueue their runs.
 
 Deletes done, failed and cancelled jobs that finished more than <duration> ago
 (e.g. 7d, 12h, 30m, 90s, or a number of seconds).${COMMON_OPTIONS}`,
+  list: `Usage: forge-jobs list [--queue <name>] [--status <status>] [--task <task>] [--tenant <id>] [--older-than <duration>] [--limit N] [--before <id>] [--json]
+
+Jobs matching every filter given, newest first, --limit (default 50, at most 500) a page; the
+last line names the --before of the next page. --status: pending, running, done, failed or
+cancelled. --older-than: created at least that long ago (7d, 12h, 30m, 90s).${COMMON_OPTIONS}`,
+  show: `Usage: forge-jobs show <id> [--tenant <id>]
+
+The whole job as JSON: payload, progress, result, attempts, last error and timings. Exit 1
+when there is no such job (or it belongs to another tenant than --tenant).${COMMON_OPTIONS}`,
+  retry: `Usage: forge-jobs retry <id>
+       forge-jobs retry [--status failed|cancelled] [--queue <name>] [--task <task>] [--tenant <id>] [--older-than <duration>] [--yes]
+
+One job by id, or every job the filters match (--status defaults to failed): without --yes the
+matching jobs are only counted; with --yes each is put back in its queue with one more attempt
+allowed. A job whose dedup key another active job holds is left, with a line saying so.${COMMON_OPTIONS}`,
+  cancel: `Usage: forge-jobs cancel <id>
+       forge-jobs cancel [--status pending|running] [--queue <name>] [--task <task>] [--tenant <id>] [--older-than <duration>] [--yes]
+
+One job by id, or every job the filters match (--status defaults to pending): without --yes the
+matching jobs are only counted; with --yes each is cancelled (a running handler's signal fires at
+its next lease extension).${COMMON_OPTIONS}`,
 };
 
 /** "7d", "12h", "30m", "90s", "3600" → seconds. */

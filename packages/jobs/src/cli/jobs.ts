@@ -1,0 +1,123 @@
+import { cancelJob, retryJob } from "../admin.js";
+import type { JobsDatabase } from "../db/database.js";
+import { listJobs, type ListJobsOptions } from "../list.js";
+import { getJob } from "../status.js";
+import type { JobStatus } from "../types.js";
+import { openDatabase, type Io, type Parsed } from "./commands.js";
+import { renderTable } from "./table.js";
+import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";
+
+/** The filters of list, retry and cancel, from their options. */
+function filters(p: Parsed): Omit<ListJobsOptions, "db" | "limit" | "before"> {
+  const v = p.values;
+  const one = (name: string) => (v[name] as string[] | string | undefined) && ([v[name]].flat()[0] as string);
+  return {
+    ...(one("queue") ? { queue: one("queue") as string } : {}),
+    ...(v.status ? { status: v.status as JobStatus } : {}),
+    ...(v.task ? { task: v.task as string } : {}),
+    ...(v.tenant ? { tenant: v.tenant as string } : {}),
+    ...(v["older-than"] ? { olderThan: parseDuration(v["older-than"] as string, "--older-than") } : {}),
+  };
+}
+
+function jobId(text: string | undefined): number {
+  const id = parseNumber(text, "the job id", true);
+  if (id === undefined || id < 1) throw new UsageError(`give a job id (a positive integer), got ${JSON.stringify(text ?? "")}`);
+  return id;
+}
+
+export async function listCommand(p: Parsed, io: Io): Promise<void> {
+  const db = openDatabase(p, { reading: true });
+  try {
+    const limit = parseNumber(p.values.limit as string | undefined, "--limit", true);
+    const before = p.values.before === undefined ? undefined : jobId(p.values.before as string);
+    const page = await listJobs({ db, ...filters(p), ...(limit === undefined ? {} : { limit }), ...(before === undefined ? {} : { before }) });
+    if (p.values.json) {
+      io.out(JSON.stringify(page, null, 2) + "\n");
+      return;
+    }
+    if (page.jobs.length === 0) {
+      io.out("no jobs match\n");
+      return;
+    }
+    const rows = page.jobs.map((j) => [
+      String(j.id),
+      j.queue,
+      j.task,
+      j.status,
+      `${j.attempts}/${j.maxAttempts}`,
+      j.tenant ?? "",
+      j.createdAt.toISOString(),
+      (j.lastError ?? "").split("\n")[0]!.slice(0, 60),
+    ]);
+    io.out(renderTable(["ID", "QUEUE", "TASK", "STATUS", "ATTEMPTS", "TENANT", "CREATED", "LAST ERROR"], rows));
+    if (page.next !== null) io.out(`more: forge-jobs list --before ${page.next} (same filters)\n`);
+  } finally {
+    await db.close();
+  }
+}
+
+export async function showCommand(p: Parsed, io: Io): Promise<void> {
+  const id = jobId(p.positionals[0]);
+  const db = openDatabase(p, { reading: true });
+  try {
+    const job = await getJob(id, { db, ...(p.values.tenant ? { tenant: p.values.tenant as string } : {}) });
+    if (!job) throw new ProblemsFound(`no job ${id}`);
+    io.out(JSON.stringify(job, null, 2) + "\n");
+  } finally {
+    await db.close();
+  }
+}
+
+/** retry and cancel: one id, or every job a filter matches — counted first, acted on with --yes. */
+async function bulk(p: Parsed, io: Io, verb: "retry" | "cancel"): Promise<void> {
+  const act = verb === "retry" ? retryJob : cancelJob;
+  const db = openDatabase(p);
+  try {
+    const tenant = p.values.tenant ? { tenant: p.values.tenant as string } : {};
+    if (p.positionals.length > 0) {
+      const id = jobId(p.positionals[0]);
+      if (!(await act(id, { db, ...tenant }))) {
+        throw new ProblemsFound(
+          `job ${id} was not ${verb === "retry" ? "retried (only failed or cancelled jobs are)" : "cancelled (only pending or running jobs are)"}`,
+        );
+      }
+      io.out(`${verb === "retry" ? "retried" : "cancelled"} job ${id}\n`);
+      return;
+    }
+    const chosen = filters(p);
+    if (Object.keys(chosen).length === 0) throw new UsageError(`give a job id, or filters (--status, --queue, --task, --tenant, --older-than) to ${verb} many`);
+    const ids = await matching(db, { ...chosen, status: chosen.status ?? (verb === "retry" ? "failed" : "pending") });
+    if (!p.values.yes) {
+      io.out(`${ids.length} job(s) match; run again with --yes to ${verb} them\n`);
+      return;
+    }
+    let done = 0;
+    const refused: string[] = [];
+    for (const id of ids) {
+      try {
+        if (await act(id, { db, ...tenant })) done++;
+      } catch (error) {
+        refused.push(`job ${id}: ${(error as Error).message}`);
+      }
+    }
+    io.out(`${verb === "retry" ? "retried" : "cancelled"} ${done} of ${ids.length} job(s)\n`);
+    for (const line of refused) io.err(`${line}\n`);
+  } finally {
+    await db.close();
+  }
+}
+
+async function matching(db: JobsDatabase, filter: Omit<ListJobsOptions, "db">): Promise<number[]> {
+  const ids: number[] = [];
+  let before: number | undefined;
+  for (;;) {
+    const page = await listJobs({ db, ...filter, limit: 500, ...(before === undefined ? {} : { before }) });
+    ids.push(...page.jobs.map((j) => j.id));
+    if (page.next === null) return ids;
+    before = page.next;
+  }
+}
+
+export const retryCommand = (p: Parsed, io: Io) => bulk(p, io, "retry");
+export const cancelCommand = (p: Parsed, io: Io) => bulk(p, io, "cancel");
