@@ -21,6 +21,8 @@ export interface AppConfig {
    * (which declares its limit) must agree on it, so it is a name, not derived from SMTP_URL.
    */
   mailProvider: string;
+  /** The time zone of each org's daily digest (08:00 there); an IANA name. */
+  digestTimezone: string;
   /** The provider's limits, declared by the worker at start-up (see src/mail-limits.ts). */
   smtpLimit: {
     /** Mails in flight at once, across every worker (`SMTP_CONCURRENCY`, default 5). */
@@ -86,6 +88,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     smtpUrl: env.SMTP_URL || undefined,
     mailFrom: env.MAIL_FROM || "Forge sample <noreply@sample.invalid>",
     mailProvider,
+    digestTimezone: timeZone(env.DIGEST_TIMEZONE || "UTC"),
     smtpLimit: {
       concurrency: positiveInt(env, "SMTP_CONCURRENCY", 5, 1, 10_000),
       rate: rateLimit === 0 ? null : { limit: rateLimit, perSeconds: positiveNumber(env, "SMTP_RATE_PER_SECONDS", 1, 86_400) },
@@ -95,6 +98,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     host: env.HOST || "127.0.0.1",
     maxUploadBytes: positiveInt(env, "MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 1024 * 1024 * 1024),
   };
+}
+
+function timeZone(name: string): string {
+  try {
+    new Intl.DateTimeFormat("en", { timeZone: name });
+    return name;
+  } catch {
+    throw new ConfigError(`DIGEST_TIMEZONE must be an IANA time zone such as Europe/Paris, got ${JSON.stringify(name)}`);
+  }
 }
 
 /** Without a password: what logs may show of a URL. */

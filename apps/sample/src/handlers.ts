@@ -1,11 +1,12 @@
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import type { JobContext } from "@forge/jobs";
+import { handler, type JobContext } from "@forge/jobs";
 import { createExportHandler, createImportHandler, EXPORT_JOB_TASK, IMPORT_JOB_TASK, ImportError } from "@forge/import-export";
 import { createMailHandler, MAIL_JOB_TASK } from "@forge/mail";
 import type { AppConfig } from "./config.js";
 import { CONTACTS_EXPORTER, CONTACTS_IMPORTER, contactsExporter, contactsImporter } from "./contacts.js";
 import type { AppDatabase } from "./db.js";
+import { DIGEST_TASK, digestHandler } from "./digest.js";
 
 /** The queues the worker serves; the web process enqueues into them. */
 export const QUEUES = { mails: "mails", imports: "imports", exports: "exports" } as const;
@@ -28,10 +29,12 @@ function orgOf(ctx: JobContext): string {
  * request that enqueued it): the contacts land in that org, and the files are read and written
  * under that org's folder only — a payload can never reach another org's upload.
  */
-export function createHandlers(config: Pick<AppConfig, "dataDir" | "smtpUrl">, db: AppDatabase) {
+export function createHandlers(config: Pick<AppConfig, "dataDir" | "smtpUrl" | "mailFrom" | "mailProvider">, db: AppDatabase) {
   if (!config.smtpUrl) throw new Error("SMTP_URL is not set: the worker needs it to send mail (e.g. smtp://user:pass@smtp.example.org:587)");
   return {
     [MAIL_JOB_TASK]: createMailHandler({ transport: config.smtpUrl }),
+
+    ...handler(DIGEST_TASK, digestHandler(db.jobs, config)),
 
     [IMPORT_JOB_TASK]: (payload: unknown, ctx: JobContext) => {
       const org = orgOf(ctx);

@@ -253,7 +253,7 @@ describe.each(names)("the sample app (%s)", (name) => {
     it("sends the campaign, imports the CSV (rejecting invalid rows), exports the contacts", async () => {
       const smtp = await startSmtp();
       const stop = new AbortController();
-      const handlers = createHandlers({ dataDir: env.config.dataDir, smtpUrl: smtp.url }, env.db);
+      const handlers = createHandlers({ ...env.config, smtpUrl: smtp.url }, env.db);
       const worker = runWorker(handlers, { queue: Object.values(QUEUES), db: env.db.jobs, signal: stop.signal, pollInterval: 0.05 });
       try {
         const sent = (await (
@@ -324,7 +324,7 @@ describe.each(names)("the sample app (%s)", (name) => {
     });
 
     it("refuses to start without SMTP_URL", () => {
-      expect(() => createHandlers({ dataDir: env.config.dataDir, smtpUrl: undefined }, env.db)).toThrow(/SMTP_URL/);
+      expect(() => createHandlers({ ...env.config, smtpUrl: undefined }, env.db)).toThrow(/SMTP_URL/);
     });
   });
 });

@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import type { AppConfig } from "../config.js";
 import { isEmail } from "../contacts.js";
 import type { AppDatabase } from "../db.js";
+import { scheduleDigest } from "../digest.js";
 import { QUEUES } from "../handlers.js";
 import { mailConcurrencyKey } from "../mail-limits.js";
 import { invalid, Problems } from "../problems.js";
@@ -72,7 +73,7 @@ export function parseCampaign(body: unknown, problems: Problems): CampaignReques
  * org does not delay another org's mail. The concurrency key puts them under the provider's
  * limits (src/mail-limits.ts), shared with every other mail the app sends.
  */
-export function campaignRoutes(app: FastifyInstance, db: AppDatabase, config: Pick<AppConfig, "mailFrom" | "mailProvider">): void {
+export function campaignRoutes(app: FastifyInstance, db: AppDatabase, config: Pick<AppConfig, "mailFrom" | "mailProvider" | "digestTimezone">): void {
   const { mailFrom } = config;
   app.post<{ Params: { org: string; id: string } }>("/orgs/:org/campaigns/:id/send", async (request, reply) => {
     const { org, id } = request.params;
@@ -115,6 +116,8 @@ export function campaignRoutes(app: FastifyInstance, db: AppDatabase, config: Pi
       if (error instanceof JobError) throw invalid("The campaign cannot be queued as given.", [{ field: error.field ?? "body", message: error.message }]);
       throw error;
     }
+    // The org's daily digest: declared here, idempotent (the same definition changes nothing).
+    await scheduleDigest(db.jobs, org, config);
     return reply.code(202).send({
       campaign: id,
       jobIds: ids,
