@@ -20,35 +20,59 @@ export interface Survey {
   retryInMs: number | null;
 }
 
+/** A NULL of a column's type: PostgreSQL types a UNION's columns from its first SELECT. */
+function nul(db: JobsDatabase, pgType: string): string {
+  return db.dialect === "postgres" ? `NULL::${pgType}` : "NULL";
+}
+
+interface SurveyRow {
+  kind: string;
+  k: string;
+  n: number | string | null;
+  at: unknown;
+  now: unknown;
+  c: number | string | null;
+  rl: number | string | null;
+  rp: number | string | null;
+  rb: number | string | null;
+}
+
 export async function surveyKeys(db: JobsDatabase, tx: Executor): Promise<Survey> {
-  const running = await tx.query<{ k: string; n: number | string }>(
-    `SELECT concurrency_key AS k, count(*) AS n FROM ${db.table}
-     WHERE status = 'running' AND status IN ('pending', 'running') AND concurrency_key <> '' GROUP BY concurrency_key`,
+  // One round trip: running jobs per key (r), buckets under one token (e), and the rules that
+  // can apply to them or pause keys (l): patterns, paused keys, and exact rules of those keys.
+  const running = `SELECT concurrency_key FROM ${db.table} WHERE status = 'running' AND concurrency_key <> ''`;
+  const empty = `SELECT concurrency_key FROM ${db.keysTable} WHERE tokens < 1`;
+  const { rows } = await tx.query<SurveyRow>(
+    `SELECT 'r' AS kind, concurrency_key AS k, count(*) AS n, ${nul(db, "timestamptz")} AS at, ${db.sql.now} AS now,
+            ${nul(db, "integer")} AS c, ${nul(db, "integer")} AS rl, ${nul(db, "float8")} AS rp, ${nul(db, "integer")} AS rb
+       FROM ${db.table} WHERE status = 'running' AND concurrency_key <> '' GROUP BY concurrency_key
+     UNION ALL
+     SELECT 'e', concurrency_key, tokens, refilled_at, ${db.sql.now}, NULL, NULL, NULL, NULL FROM ${db.keysTable} WHERE tokens < 1
+     UNION ALL
+     SELECT 'l', limit_key, NULL, NULL, ${db.sql.now}, concurrency, rate_limit, rate_per_seconds, rate_burst FROM ${db.limitsTable}
+      WHERE limit_key LIKE '%*' OR concurrency = 0 OR limit_key IN (${running}) OR limit_key IN (${empty})`,
     [],
-    "fair_running_keys",
+    "fair_survey",
   );
-  const empty = await tx.query<{ k: string; tokens: number | string; refilled_at: unknown; now: unknown }>(
-    `SELECT concurrency_key AS k, tokens, refilled_at, ${db.sql.now} AS now FROM ${db.keysTable} WHERE tokens < 1`,
-    [],
-    "fair_empty_buckets",
-  );
-  const keys = [...new Set([...running.rows.map((r) => String(r.k)), ...empty.rows.map((r) => String(r.k))])];
-  const rules = await rulesFor(db, tx, keys);
+  const rules = rows
+    .filter((r) => r.kind === "l")
+    .map((r) => toRule({ limit_key: String(r.k), concurrency: r.c, rate_limit: r.rl, rate_per_seconds: r.rp, rate_burst: r.rb }));
   const blocked = new Set<string>();
-  for (const r of running.rows) {
-    const rule = ruleFor(String(r.k), rules);
-    if (rule?.concurrency != null && Number(r.n) >= rule.concurrency) blocked.add(String(r.k));
-  }
   let retryInMs: number | null = null;
-  for (const r of empty.rows) {
-    const rate = ruleFor(String(r.k), rules)?.rate;
-    if (!rate) continue;
-    const elapsed = Math.max(0, toDate(r.now).getTime() - toDate(r.refilled_at).getTime()) / 1000;
-    const tokens = Math.min(rate.burst, Number(r.tokens) + (elapsed * rate.limit) / rate.perSeconds);
-    if (tokens >= 1) continue;
-    blocked.add(String(r.k));
-    const ms = ((1 - tokens) * rate.perSeconds * 1000) / rate.limit;
-    retryInMs = retryInMs === null ? ms : Math.min(retryInMs, ms);
+  for (const r of rows) {
+    if (r.kind === "r") {
+      const rule = ruleFor(String(r.k), rules);
+      if (rule?.concurrency != null && Number(r.n) >= rule.concurrency) blocked.add(String(r.k));
+    } else if (r.kind === "e") {
+      const rate = ruleFor(String(r.k), rules)?.rate;
+      if (!rate) continue;
+      const elapsed = Math.max(0, toDate(r.now).getTime() - toDate(r.at).getTime()) / 1000;
+      const tokens = Math.min(rate.burst, Number(r.n) + (elapsed * rate.limit) / rate.perSeconds);
+      if (tokens >= 1) continue;
+      blocked.add(String(r.k));
+      const ms = ((1 - tokens) * rate.perSeconds * 1000) / rate.limit;
+      retryInMs = retryInMs === null ? ms : Math.min(retryInMs, ms);
+    }
   }
   // A limit of 0 pauses its key (or, as a pattern, every key it matches), running jobs or not.
   for (const rule of rules) if (rule.concurrency === 0 && !isPattern(rule.key)) blocked.add(rule.key);

@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import { valueForId } from "./dialects/mysql.js";
-import { fairShare } from "./fair-share.js";
+import { fairShare, type Candidate } from "./fair-share.js";
 import { MissingKeyRows, createKeyRows, lockKeys, type LockedKey } from "./key-locks.js";
 import { rulesFor, surveyKeys } from "./blocked-keys.js";
-import { blockedWithWork, candidatesOf, groupsOf, type GroupSource } from "./fair-sources.js";
+import { blockedWithWork, candidatesInQueues, candidatesOf, groupsOf, type GroupSource } from "./fair-sources.js";
 import { ruleFor, type LimitRule } from "./limit-rules.js";
 
 /**
@@ -104,15 +104,22 @@ export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, req
 
 function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
   return db.executor.transaction(async (tx) => {
-    const sources: GroupSource[] = [];
-    for (const queue of request.queues) sources.push(...(await groupsOf(db, tx, queue)));
-    if (sources.length === 0) return { rows: [], flow: false, retryInMs: null, throttled: [] };
-    const flow = !(sources.length === request.queues.length && sources.every((s) => s.group === "")) || (await hasKeyed(db, tx, request.queues));
     const survey = await surveyKeys(db, tx);
     let retryInMs = survey.retryInMs;
     // One more per group than the claim takes: a job passed over for its key is how a claim
     // knows it held work back.
-    const candidates = await candidatesOf(db, tx, sources, request.limit + 1, survey.blocked);
+    let candidates: Candidate[];
+    let flow: boolean;
+    if (db.dialect === "postgres") {
+      candidates = await candidatesInQueues(db, tx, request.queues, request.limit + 1, survey.blocked);
+      flow = candidates.some((c) => c.group !== "" || c.key !== "") || (candidates.length === 0 && survey.blocked.keys.length > 0);
+    } else {
+      const sources: GroupSource[] = [];
+      for (const queue of request.queues) sources.push(...(await groupsOf(db, tx, queue)));
+      if (sources.length === 0) return { rows: [], flow: false, retryInMs: null, throttled: [] };
+      flow = !(sources.length === request.queues.length && sources.every((s) => s.group === "")) || (await hasKeyed(db, tx, request.queues));
+      candidates = await candidatesOf(db, tx, sources, request.limit + 1, survey.blocked);
+    }
     const throttled = new Set(await blockedWithWork(db, tx, request.queues, survey.blocked.keys));
     if (candidates.length === 0) return { rows: [], flow, retryInMs, throttled: [...throttled] };
     const keys = [...new Set(candidates.map((c) => c.key).filter((k) => k !== ""))];

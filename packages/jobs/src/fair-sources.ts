@@ -132,6 +132,40 @@ export async function candidatesOf(db: JobsDatabase, tx: Executor, sources: read
   return rows.map((r) => ({ id: Number(r.id), priority: Number(r.priority), group: String(r.g), key: String(r.k) }));
 }
 
+/**
+ * PostgreSQL: the groups walk and the candidates in one statement — each queue's groups by a
+ * recursive loose index scan, each group's first ready jobs by a LATERAL walk of its own, and
+ * the plain jobs (group '') of each queue.
+ */
+export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues: readonly string[], limit: number, blocked: Blocked): Promise<Candidate[]> {
+  const params: unknown[] = [queues, limit];
+  const without = exclusions(
+    blocked,
+    1,
+    params,
+    (v) => v,
+    (c, p) => db.sql.inList(c, p),
+  );
+  const ready = (where: string) =>
+    `SELECT id, priority, group_key AS g, concurrency_key AS k FROM ${db.table}
+     WHERE status = 'pending' AND ${where} AND run_at <= now() ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`;
+  const { rows } = await tx.query<CandidateRow>(
+    `WITH RECURSIVE groups AS (
+       SELECT q.name AS q, f.group_key AS g FROM unnest($1::text[]) AS q(name)
+       CROSS JOIN LATERAL (SELECT group_key FROM ${db.table} WHERE status = 'pending' AND queue = q.name AND ${FLOW} ORDER BY group_key LIMIT 1) f
+       UNION ALL
+       SELECT p.q, n.group_key FROM groups p CROSS JOIN LATERAL (
+         SELECT group_key FROM ${db.table} WHERE status = 'pending' AND queue = p.q AND ${FLOW} AND group_key > p.g ORDER BY group_key LIMIT 1) n
+     )
+     SELECT c.* FROM groups s CROSS JOIN LATERAL (${ready(`queue = s.q AND group_key = s.g AND ${FLOW}${without}`)}) c
+     UNION ALL
+     SELECT c.* FROM unnest($1::text[]) AS s(q) CROSS JOIN LATERAL (${ready(`queue = s.q AND ${PLAIN}`)}) c`,
+    params,
+    "fair_groups_candidates",
+  );
+  return rows.map((r) => ({ id: Number(r.id), priority: Number(r.priority), group: String(r.g), key: String(r.k) }));
+}
+
 /** Which of the blocked keys have pending jobs in these queues: what a claim reports as throttled. */
 export async function blockedWithWork(db: JobsDatabase, tx: Executor, queues: readonly string[], keys: readonly string[]): Promise<string[]> {
   const found: string[] = [];
