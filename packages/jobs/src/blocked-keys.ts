@@ -2,7 +2,7 @@ import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import type { Blocked } from "./fair-sources.js";
 import { toDate } from "./job-row.js";
-import { LIMIT_COLUMNS, isPattern, ruleFor, toRule, type LimitRow, type LimitRule } from "./limit-rules.js";
+import { LIMIT_COLUMNS, isPattern, msUntilToken, ruleFor, toRule, wholeTokens, type LimitRow, type LimitRule } from "./limit-rules.js";
 
 /**
  * Before a fair claim reads candidates: which keys are known to be full or out of tokens, read
@@ -68,9 +68,9 @@ export async function surveyKeys(db: JobsDatabase, tx: Executor): Promise<Survey
       if (!rate) continue;
       const elapsed = Math.max(0, toDate(r.now).getTime() - toDate(r.at).getTime()) / 1000;
       const tokens = Math.min(rate.burst, Number(r.n) + (elapsed * rate.limit) / rate.perSeconds);
-      if (tokens >= 1) continue;
+      if (wholeTokens(tokens) >= 1) continue;
       blocked.add(String(r.k));
-      const ms = ((1 - tokens) * rate.perSeconds * 1000) / rate.limit;
+      const ms = msUntilToken(tokens, rate);
       retryInMs = retryInMs === null ? ms : Math.min(retryInMs, ms);
     }
   }

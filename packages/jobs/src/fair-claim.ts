@@ -4,9 +4,9 @@ import type { Executor } from "./db/executor.js";
 import { valueForId } from "./dialects/mysql.js";
 import { fairShare, type Candidate } from "./fair-share.js";
 import { MissingKeyRows, createKeyRows, lockKeys, type LockedKey } from "./key-locks.js";
-import { rulesFor, surveyKeys } from "./blocked-keys.js";
+import { rulesFor, surveyKeys, type Survey } from "./blocked-keys.js";
 import { blockedWithWork, candidatesInQueues, candidatesOf, groupsOf, type GroupSource } from "./fair-sources.js";
-import { ruleFor, type LimitRule } from "./limit-rules.js";
+import { msUntilToken, ruleFor, type LimitRule } from "./limit-rules.js";
 
 /**
  * The claim of queues that hold jobs with a group or a concurrency key (the plain claim in
@@ -102,30 +102,48 @@ export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, req
   }
 }
 
+/** No key known to be held back (no limit stored, or no keyed job at the heads). */
+const NO_SURVEY: Survey = { blocked: { keys: [], prefixes: [] }, rules: [], retryInMs: null };
+
 function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
   return db.executor.transaction(async (tx) => {
-    const survey = await surveyKeys(db, tx);
-    let retryInMs = survey.retryInMs;
-    // One more per group than the claim takes: a job passed over for its key is how a claim
-    // knows it held work back.
+    let survey: Survey = NO_SURVEY;
     let candidates: Candidate[];
     let flow: boolean;
+    let load: { running: Map<string, number>; weights: Map<string, number> } | null = null;
+    let limitsStored = true;
+    // One more per group than the claim takes: a job passed over for its key is how a claim
+    // knows it held work back.
     if (db.dialect === "postgres") {
-      candidates = await candidatesInQueues(db, tx, request.queues, request.limit + 1, survey.blocked);
-      flow = candidates.some((c) => c.group !== "" || c.key !== "") || (candidates.length === 0 && survey.blocked.keys.length > 0);
+      const first = await candidatesInQueues(db, tx, request.queues, request.limit + 1, survey.blocked);
+      ({ candidates } = first);
+      load = first;
+      limitsStored = first.limits;
+      // Limits stored and keyed jobs at the heads: learn which keys are full or out of tokens,
+      // and walk again past them if any is here (their backlog would hide other keys' jobs).
+      if (first.limits && candidates.some((c) => c.key !== "")) {
+        survey = await surveyKeys(db, tx);
+        const heldKeys = new Set(survey.blocked.keys);
+        if (survey.blocked.prefixes.length > 0 || candidates.some((c) => heldKeys.has(c.key))) {
+          ({ candidates } = await candidatesInQueues(db, tx, request.queues, request.limit + 1, survey.blocked));
+        }
+      }
+      flow = candidates.some((c) => c.group !== "" || c.key !== "") || (candidates.length === 0 && first.limits);
     } else {
+      survey = await surveyKeys(db, tx);
       const sources: GroupSource[] = [];
       for (const queue of request.queues) sources.push(...(await groupsOf(db, tx, queue)));
       if (sources.length === 0) return { rows: [], flow: false, retryInMs: null, throttled: [] };
       flow = !(sources.length === request.queues.length && sources.every((s) => s.group === "")) || (await hasKeyed(db, tx, request.queues));
       candidates = await candidatesOf(db, tx, sources, request.limit + 1, survey.blocked);
     }
+    let retryInMs = survey.retryInMs;
     const throttled = new Set(await blockedWithWork(db, tx, request.queues, survey.blocked.keys));
     if (candidates.length === 0) return { rows: [], flow, retryInMs, throttled: [...throttled] };
     const keys = [...new Set(candidates.map((c) => c.key).filter((k) => k !== ""))];
     const known = new Set(survey.rules.map((r) => r.key));
     const unknown = keys.filter((k) => !known.has(k));
-    const rules = unknown.length > 0 ? [...survey.rules, ...(await rulesFor(db, tx, unknown))] : survey.rules;
+    const rules = unknown.length > 0 && limitsStored ? [...survey.rules, ...(await rulesFor(db, tx, unknown))] : survey.rules;
     const limited = new Map<string, LimitRule>();
     for (const key of keys) {
       const rule = ruleFor(key, rules);
@@ -135,11 +153,11 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
     const waitForToken = (key: LockedKey, tokensLeft: number) => {
       const rate = key.rule.rate;
       if (!rate || key.budget.slots < 1) return;
-      const ms = (Math.max(0, 1 - tokensLeft) * rate.perSeconds * 1000) / rate.limit;
+      const ms = msUntilToken(tokensLeft, rate);
       retryInMs = retryInMs === null ? ms : Math.min(retryInMs, ms);
     };
     const groups = [...new Set(candidates.map((c) => c.group))];
-    const { running, weights } = await groupLoad(db, tx, request.queues, groups);
+    const { running, weights } = load ?? (await groupLoad(db, tx, request.queues, groups));
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
     const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: request.limit, served: request.served });
     const rows =

@@ -132,12 +132,33 @@ export async function candidatesOf(db: JobsDatabase, tx: Executor, sources: read
   return rows.map((r) => ({ id: Number(r.id), priority: Number(r.priority), group: String(r.g), key: String(r.k) }));
 }
 
+/** What the PostgreSQL statement reads besides the candidates. */
+export interface QueueLoad {
+  candidates: Candidate[];
+  /** Running jobs per group in the queues. */
+  running: Map<string, number>;
+  /** Stored weights of the candidates' groups. */
+  weights: Map<string, number>;
+  /** Whether any limit is stored at all (if not, no key can be held back). */
+  limits: boolean;
+}
+
+interface LoadRow {
+  kind: string;
+  id: number | string | null;
+  priority: number | string | null;
+  g: string;
+  k: string;
+  n: number | string | null;
+}
+
 /**
- * PostgreSQL: the groups walk and the candidates in one statement — each queue's groups by a
- * recursive loose index scan, each group's first ready jobs by a LATERAL walk of its own, and
- * the plain jobs (group '') of each queue.
+ * PostgreSQL: one statement for the groups walk and the candidates (each queue's groups by a
+ * recursive loose index scan, each group's first ready jobs by a LATERAL walk of its own, the
+ * plain jobs of each queue), the running jobs per group, the groups' weights, and whether any
+ * limit is stored — what most fair claims need, in one round trip.
  */
-export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues: readonly string[], limit: number, blocked: Blocked): Promise<Candidate[]> {
+export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues: readonly string[], limit: number, blocked: Blocked): Promise<QueueLoad> {
   const params: unknown[] = [queues, limit];
   const without = exclusions(
     blocked,
@@ -147,9 +168,9 @@ export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues:
     (c, p) => db.sql.inList(c, p),
   );
   const ready = (where: string) =>
-    `SELECT id, priority, group_key AS g, concurrency_key AS k FROM ${db.table}
+    `SELECT 'c'::text AS kind, id, priority, group_key AS g, concurrency_key AS k, NULL::bigint AS n FROM ${db.table}
      WHERE status = 'pending' AND ${where} AND run_at <= now() ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`;
-  const { rows } = await tx.query<CandidateRow>(
+  const { rows } = await tx.query<LoadRow>(
     `WITH RECURSIVE groups AS (
        SELECT q.name AS q, f.group_key AS g FROM unnest($1::text[]) AS q(name)
        CROSS JOIN LATERAL (SELECT group_key FROM ${db.table} WHERE status = 'pending' AND queue = q.name AND ${FLOW} ORDER BY group_key LIMIT 1) f
@@ -159,11 +180,24 @@ export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues:
      )
      SELECT c.* FROM groups s CROSS JOIN LATERAL (${ready(`queue = s.q AND group_key = s.g AND ${FLOW}${without}`)}) c
      UNION ALL
-     SELECT c.* FROM unnest($1::text[]) AS s(q) CROSS JOIN LATERAL (${ready(`queue = s.q AND ${PLAIN}`)}) c`,
+     SELECT c.* FROM unnest($1::text[]) AS s(q) CROSS JOIN LATERAL (${ready(`queue = s.q AND ${PLAIN}`)}) c
+     UNION ALL
+     SELECT 'r', NULL, NULL, group_key, '', count(*) FROM ${db.table} WHERE status = 'running' AND queue = ANY($1) GROUP BY group_key
+     UNION ALL
+     SELECT 'w', NULL, NULL, w.group_key, '', w.weight FROM ${db.groupsTable} w WHERE w.group_key IN (SELECT g FROM groups)
+     UNION ALL
+     SELECT 'x', NULL, NULL, '', '', NULL WHERE EXISTS (SELECT 1 FROM ${db.limitsTable})`,
     params,
-    "fair_groups_candidates",
+    "fair_queue_load",
   );
-  return rows.map((r) => ({ id: Number(r.id), priority: Number(r.priority), group: String(r.g), key: String(r.k) }));
+  const load: QueueLoad = { candidates: [], running: new Map(), weights: new Map(), limits: false };
+  for (const r of rows) {
+    if (r.kind === "c") load.candidates.push({ id: Number(r.id), priority: Number(r.priority), group: String(r.g), key: String(r.k) });
+    else if (r.kind === "r") load.running.set(String(r.g), Number(r.n));
+    else if (r.kind === "w") load.weights.set(String(r.g), Number(r.n));
+    else load.limits = true;
+  }
+  return load;
 }
 
 /** Which of the blocked keys have pending jobs in these queues: what a claim reports as throttled. */

@@ -2,7 +2,7 @@ import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
 import type { KeyBudget } from "./fair-share.js";
 import { toDate } from "./job-row.js";
-import type { LimitRule } from "./limit-rules.js";
+import { wholeTokens, type LimitRule } from "./limit-rules.js";
 
 /**
  * The rows of jobs_keys: one per limited key in use. A fair claim locks the rows of the keys it
@@ -82,7 +82,7 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
       tokens = Math.min(rule.rate.burst, Number(row.tokens) + (elapsed * rule.rate.limit) / rule.rate.perSeconds);
     }
     const slots = rule.concurrency === null ? Infinity : rule.concurrency - (runningOf.get(key) ?? 0);
-    locked.set(key, { rule, now: row.now, tokens, budget: { slots, tokens: Math.floor(tokens + 1e-9) } });
+    locked.set(key, { rule, now: row.now, tokens, budget: { slots, tokens: wholeTokens(tokens) } });
   }
   return locked;
 }

@@ -57,3 +57,23 @@ export function toRule(row: LimitRow): LimitRule {
 
 /** The columns `toRule` reads, for SELECTs of the limits table. */
 export const LIMIT_COLUMNS = "limit_key, concurrency, rate_limit, rate_per_seconds, rate_burst";
+
+/**
+ * How much of a token a claim may take ahead of the bucket: a job may start when its key's
+ * bucket holds `1 - EARLY_TOKEN` tokens, the rest owed (the bucket goes below zero and refills
+ * the debt first). A claim takes a round trip or more; capped at the burst, a bucket waiting for
+ * it to land would throw away what it refills meanwhile, and a burst of 1 would run measurably
+ * below its rate. The long-run rate is unchanged; a start is at most this fraction of one
+ * token's interval early.
+ */
+export const EARLY_TOKEN = 0.5;
+
+/** Whole tokens a bucket holding `tokens` can give now (see EARLY_TOKEN). */
+export function wholeTokens(tokens: number): number {
+  return Math.floor(tokens + EARLY_TOKEN + 1e-9);
+}
+
+/** Milliseconds until a bucket holding `tokens` can give one, at `rate`. */
+export function msUntilToken(tokens: number, rate: RateLimit): number {
+  return (Math.max(0, 1 - EARLY_TOKEN - tokens) * rate.perSeconds * 1000) / rate.limit;
+}

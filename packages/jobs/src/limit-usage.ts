@@ -1,6 +1,6 @@
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
-import type { LimitRule } from "./limit-rules.js";
+import { wholeTokens, type LimitRule } from "./limit-rules.js";
 import { forDialect, type PerDialect } from "./sql.js";
 
 /**
@@ -68,14 +68,14 @@ export async function keyUsage(db: JobsDatabase, tx: Executor): Promise<KeyUsage
 }
 
 /**
- * Whole tokens in the key's bucket now: the stored tokens refilled at `limit / perSeconds` a
+ * Whole tokens the key's bucket can give now (a claim may take one half a token early: EARLY_TOKEN): the stored tokens refilled at `limit / perSeconds` a
  * second since `refilled_at`, capped at `burst`. A key without a row has a full bucket.
  */
 export function tokensNow(rule: LimitRule, bucket: KeyUsage["bucket"]): number {
   if (rule.rate === null) return Infinity;
   const { limit, perSeconds, burst } = rule.rate;
   if (bucket === null) return burst;
-  return Math.floor(Math.min(burst, bucket.tokens + (bucket.elapsedSeconds * limit) / perSeconds));
+  return wholeTokens(Math.min(burst, bucket.tokens + (bucket.elapsedSeconds * limit) / perSeconds));
 }
 
 /**

@@ -61,6 +61,8 @@ export class Worker {
   private readonly completing = new Map<string, number>();
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
+  /** Slots freed so far (fair mode): a claim that came back short while one was freed must not end the loop's work. */
+  private freed = 0;
   private idleAnnounced = false;
   private readonly waker = new Waker();
   private looping: Promise<void> = Promise.resolve();
@@ -162,11 +164,13 @@ export class Worker {
       if (this.mayHaveWork && worthIt) {
         try {
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
+          const freed = this.freed;
           const claimed = await this.plan.claim(this.db, { queues, lease, workerId: this.id }, capacity, Math.max(0, concurrency - held));
           const jobs = claimed.jobs;
           failures = 0;
           if (claimed.throttled.length > 0) this.emitter.emit("worker:throttled", { workerId: this.id, keys: claimed.throttled, retryInMs: claimed.retryInMs });
-          if (!claimed.more) this.mayHaveWork = false;
+          // Short, and no slot freed while it ran: nothing more to claim until something changes.
+          if (!claimed.more && this.freed === freed) this.mayHaveWork = false;
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
           // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
           for (const job of jobs) {
@@ -189,6 +193,11 @@ export class Worker {
     }
   }
 
+  private slotFreed(): void {
+    this.freed++;
+    this.mayHaveWork = true;
+  }
+
   private start(job: ClaimedJob): void {
     const info = jobInfo(job);
     this.plan.started(job.group);
@@ -204,8 +213,11 @@ export class Worker {
     const outcome = await runHandler(job, info, this.handlers, this.deps, run.abort);
     const durationMs = Date.now() - run.startedAt;
     this.plan.prefetch.handlerTook(durationMs);
-    // Free the slot now; the write below may wait for its batch.
+    // Free the slot now; the write below may wait for its batch. A fair worker claims for it at
+    // once too: the claim may still count this run against its group and key until the write
+    // lands (then it claims again, below), but the slot does not sit idle meanwhile.
     this.running.delete(job.token);
+    if (this.plan.isFair) this.slotFreed();
     this.waker.wake();
     if (run.abort.reason?.reason === "shutdown") return; // handed back already; whatever it produced is fenced out
     if (outcome.kind === "succeeded") this.completing.set(job.token, job.id);
@@ -220,7 +232,7 @@ export class Worker {
       // no longer running), not when the handler returned: claim again now. A job snoozed for
       // 0 s is ready again at once.
       if (this.plan.isFair || outcome.kind === "snoozed") {
-        this.mayHaveWork = true;
+        this.slotFreed();
         this.waker.wake();
       }
     }

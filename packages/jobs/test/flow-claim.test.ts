@@ -211,9 +211,9 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     const second = await claim(queue, 10);
     expect(second.jobs).toEqual([]);
     expect(second.throttled).toEqual([key]);
-    // One token per 30 s: the next start is about 30 s away, not a poll interval.
-    expect(second.retryInMs).toBeGreaterThan(20_000);
-    expect(second.retryInMs).toBeLessThanOrEqual(30_000);
+    // One token per 30 s, taken up to half a token early: the next start is 15 s away, not a poll interval.
+    expect(second.retryInMs).toBeGreaterThan(10_000);
+    expect(second.retryInMs).toBeLessThanOrEqual(15_000);
     const [job] = await t.sql<{ attempts: number | string }>(`SELECT attempts FROM {jobs} WHERE queue = $1 AND status = 'pending' ORDER BY id LIMIT 1`, [
       queue,
     ]);
