@@ -4,7 +4,7 @@ import { loadResults, value, type Results, type Table } from "./report.js";
  * The full run made before issue 14 (flow control) started, kept in results/history: the
  * processing rate with flow control unused is compared with its processing at concurrency 10.
  */
-export const PRE_ISSUE_RUN = "2026-11-30T1244-12b9c1e.json";
+export const PRE_ISSUE_RUN = "2026-12-01T0500-c4ce559-processing.json";
 
 export interface TargetLine {
   target: string;
