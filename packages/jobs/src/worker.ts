@@ -213,11 +213,8 @@ export class Worker {
     const outcome = await runHandler(job, info, this.handlers, this.deps, run.abort);
     const durationMs = Date.now() - run.startedAt;
     this.plan.prefetch.handlerTook(durationMs);
-    // Free the slot now; the write below may wait for its batch. A fair worker claims for it at
-    // once too: the claim may still count this run against its group and key until the write
-    // lands (then it claims again, below), but the slot does not sit idle meanwhile.
+    // Free the slot now; the write below may wait for its batch.
     this.running.delete(job.token);
-    if (this.plan.isFair) this.slotFreed();
     this.waker.wake();
     if (run.abort.reason?.reason === "shutdown") return; // handed back already; whatever it produced is fenced out
     if (outcome.kind === "succeeded") this.completing.set(job.token, job.id);
