@@ -84,7 +84,7 @@ export async function surveyKeys(db: JobsDatabase, tx: Executor): Promise<Survey
 export async function rulesFor(db: JobsDatabase, tx: Executor, keys: readonly string[]): Promise<LimitRule[]> {
   const { rows } = await tx.query<LimitRow>(
     `SELECT ${LIMIT_COLUMNS} FROM ${db.limitsTable} WHERE ${keys.length > 0 ? `${db.sql.inList("limit_key", "$1")} OR ` : ""}limit_key LIKE '%*' OR concurrency = 0`,
-    keys.length > 0 ? [db.dialect === "sqlite" ? JSON.stringify(keys) : keys] : [],
+    keys.length > 0 ? [keys] : [],
     keys.length > 0 ? "fair_rules" : "fair_patterns",
   );
   return rows.map(toRule);

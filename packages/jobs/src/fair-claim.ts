@@ -50,7 +50,7 @@ async function hasKeyed(db: JobsDatabase, tx: Executor, queues: readonly string[
     db.dialect === "mysql"
       ? `SELECT 1 AS one FROM ${db.table} WHERE pending_key > '' AND ${db.sql.inList("queue", "$1")} LIMIT 1`
       : `SELECT 1 AS one FROM ${db.table} WHERE status = 'pending' AND concurrency_key <> '' AND ${db.sql.inList("queue", "$1")} LIMIT 1`,
-    [db.dialect === "sqlite" ? JSON.stringify(queues) : queues],
+    [queues],
     "fair_has_keyed",
   );
   return rows.length > 0;
@@ -62,13 +62,12 @@ async function groupLoad(
   queues: readonly string[],
   groups: string[],
 ): Promise<{ running: Map<string, number>; weights: Map<string, number> }> {
-  const list = (values: readonly string[]) => (db.dialect === "sqlite" ? JSON.stringify(values) : values);
   // One round trip: running jobs per group (w = 0), then the stored weights (w = 1).
   const { rows } = await tx.query<{ w: number | string; g: string; n: number | string }>(
     `SELECT 0 AS w, group_key AS g, count(*) AS n FROM ${db.table} WHERE status = 'running' AND ${db.sql.inList("queue", "$1")} GROUP BY group_key
      UNION ALL
      SELECT 1 AS w, group_key AS g, weight AS n FROM ${db.groupsTable} WHERE ${db.sql.inList("group_key", "$2")}`,
-    [list(queues), list(groups)],
+    [queues, groups],
     "fair_load",
   );
   const running = new Map<string, number>();
@@ -79,16 +78,15 @@ async function groupLoad(
 
 /** Claims the chosen jobs, all started now; `answer` is the column list read back. */
 async function claimChosen<R extends object>(db: JobsDatabase, tx: Executor, ids: number[], request: FairClaimRequest, answer: string): Promise<R[]> {
-  const list = db.dialect === "sqlite" ? JSON.stringify(ids) : ids;
   const token = db.sql.newToken ?? valueForId("$1", "$4");
   const set = `status = 'running', claim_token = ${token}, attempts = attempts + 1, started_at = ${db.sql.now},
                locked_until = ${db.sql.nowPlus("$2")}, heartbeat_at = ${db.sql.now}, locked_by = $3, updated_at = ${db.sql.now}`;
-  const params = [list, request.lease, request.workerId, ...(db.sql.newToken ? [] : [ids.map(() => randomUUID())])];
+  const params = [ids, request.lease, request.workerId, ...(db.sql.newToken ? [] : [ids.map(() => randomUUID())])];
   if (db.sql.returning) {
     return (await tx.query<R>(`UPDATE ${db.table} SET ${set} WHERE ${db.sql.inList("id", "$1")} RETURNING ${answer}`, params, "fair_claim")).rows;
   }
   await tx.query(`UPDATE ${db.table} SET ${set} WHERE ${db.sql.inList("id", "$1")}`, params);
-  return (await tx.query<R>(`SELECT ${answer} FROM ${db.table} WHERE ${db.sql.inList("id", "$1")}`, [list])).rows;
+  return (await tx.query<R>(`SELECT ${answer} FROM ${db.table} WHERE ${db.sql.inList("id", "$1")}`, [ids])).rows;
 }
 
 export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {

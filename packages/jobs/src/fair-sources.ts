@@ -73,22 +73,16 @@ interface CandidateRow {
   k: string;
 }
 
-/** `AND` conditions leaving out blocked keys; parameters numbered from `from`. */
-function exclusions(
-  blocked: Blocked,
-  from: number,
-  params: unknown[],
-  list: (values: readonly string[]) => unknown,
-  inList: (c: string, p: string) => string,
-): string {
+/** `AND` conditions leaving out blocked keys; their parameters are pushed onto `params` (numbered after those already there). */
+function exclusions(db: JobsDatabase, blocked: Blocked, params: unknown[]): string {
   let sql = "";
   if (blocked.keys.length > 0) {
-    params.push(list(blocked.keys));
-    sql += ` AND NOT (${inList("concurrency_key", `$${from + params.length - 1}`)})`;
+    params.push(blocked.keys);
+    sql += ` AND NOT (${db.sql.inList("concurrency_key", `$${params.length}`)})`;
   }
   for (const prefix of blocked.prefixes) {
     params.push(prefix.length, prefix);
-    sql += ` AND substr(concurrency_key, 1, $${from + params.length - 2}) <> $${from + params.length - 1}`;
+    sql += ` AND substr(concurrency_key, 1, $${params.length - 1}) <> $${params.length}`;
   }
   return sql;
 }
@@ -96,14 +90,13 @@ function exclusions(
 /** Up to `limit` ready jobs of each group, in claim order, passing over rows other claimers hold. */
 export async function candidatesOf(db: JobsDatabase, tx: Executor, sources: readonly GroupSource[], limit: number, blocked: Blocked): Promise<Candidate[]> {
   const skip = db.sql.skipLocked ? " FOR UPDATE SKIP LOCKED" : "";
-  const list = (values: readonly string[]) => (db.dialect === "sqlite" ? JSON.stringify(values) : values);
   const ready = (where: string, limitParam: string) =>
     `SELECT id, priority, group_key AS g, concurrency_key AS k FROM ${db.table}
      WHERE status = 'pending' AND ${where} AND run_at <= ${db.sql.now} ORDER BY ${db.sql.readyOrder} LIMIT ${limitParam}${skip}`;
   const rows: CandidateRow[] = [];
   if (db.dialect === "postgres") {
     const params: unknown[] = [sources.map((s) => s.queue), sources.map((s) => s.group), limit];
-    const without = exclusions(blocked, 1, params, list, (c, p) => db.sql.inList(c, p));
+    const without = exclusions(db, blocked, params);
     // Jobs with a group or a key walk jobs_flow_claim; the plain ones of group '' walk jobs_claim_plain.
     const found = await tx.query<CandidateRow>(
       `SELECT c.* FROM unnest($1::text[], $2::text[]) AS s(q, g)
@@ -118,7 +111,7 @@ export async function candidatesOf(db: JobsDatabase, tx: Executor, sources: read
   } else {
     for (const s of sources) {
       const params: unknown[] = [s.queue, s.group, limit];
-      const without = exclusions(blocked, 1, params, list, (c, p) => db.sql.inList(c, p));
+      const without = exclusions(db, blocked, params);
       // SQLite: jobs with a group or a key are in jobs_flow_claim, plain ones in jobs_claim_plain;
       // MariaDB has one index for both (group_key first, then claim order).
       if (db.dialect === "sqlite") {
@@ -160,13 +153,7 @@ interface LoadRow {
  */
 export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues: readonly string[], limit: number, blocked: Blocked): Promise<QueueLoad> {
   const params: unknown[] = [queues, limit];
-  const without = exclusions(
-    blocked,
-    1,
-    params,
-    (v) => v,
-    (c, p) => db.sql.inList(c, p),
-  );
+  const without = exclusions(db, blocked, params);
   const ready = (where: string) =>
     `SELECT 'c'::text AS kind, id, priority, group_key AS g, concurrency_key AS k, NULL::bigint AS n FROM ${db.table}
      WHERE status = 'pending' AND ${where} AND run_at <= now() ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`;
@@ -203,12 +190,11 @@ export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues:
 /** Which of the blocked keys have pending jobs in these queues: what a claim reports as throttled. */
 export async function blockedWithWork(db: JobsDatabase, tx: Executor, queues: readonly string[], keys: readonly string[]): Promise<string[]> {
   const found: string[] = [];
-  const list = db.dialect === "sqlite" ? JSON.stringify(queues) : queues;
   // One probe per key on jobs_key_pending; blocked keys are few (each has running jobs, or an empty bucket).
   for (const key of keys) {
     const { rows } = await tx.query(
       `SELECT 1 AS one FROM ${db.table} WHERE ${db.dialect === "mysql" ? "pending_key = $1" : "concurrency_key = $1 AND status = 'pending' AND concurrency_key <> ''"} AND ${db.sql.inList("queue", "$2")} LIMIT 1`,
-      [key, list],
+      [key, queues],
       "fair_blocked_work",
     );
     if (rows.length > 0) found.push(key);

@@ -58,18 +58,17 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
       await tx.query<{ k: string; tokens: number | string; refilled_at: unknown; now: unknown }>(
         `SELECT concurrency_key AS k, tokens, refilled_at, ${db.sql.now} AS now FROM ${db.keysTable}
          WHERE ${db.sql.inList("concurrency_key", "$1")} ORDER BY concurrency_key${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
-        [db.dialect === "sqlite" ? JSON.stringify(some) : some],
+        [some],
         "fair_lock",
       )
     ).rows;
   const rows = await lock(keys);
   const missing = keys.filter((key) => !rows.some((r) => String(r.k) === key));
   if (missing.length > 0) throw new MissingKeyRows(missing.map((key) => ({ key, tokens: limited.get(key)?.rate?.burst ?? FULL })));
-  const list = db.dialect === "sqlite" ? JSON.stringify(keys) : keys;
   // Counted after the lock: every claim of these keys that committed before is seen.
   const running = await tx.query<{ k: string; n: number | string }>(
     `SELECT concurrency_key AS k, count(*) AS n FROM ${db.table} WHERE status = 'running' AND concurrency_key <> '' AND ${db.sql.inList("concurrency_key", "$1")} GROUP BY concurrency_key`,
-    [list],
+    [keys],
     "fair_running",
   );
   const runningOf = new Map(running.rows.map((r) => [String(r.k), Number(r.n)]));
