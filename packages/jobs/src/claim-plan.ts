@@ -12,6 +12,8 @@ import { ServedGroups } from "./served.js";
 export class ClaimPlan {
   private fair = false;
   private retryInMs: number | null = null;
+  /** Slots freed so far (their completion landed): a claim that came back short while one was freed may have missed it. */
+  private freed = 0;
   private readonly served = new ServedGroups();
   readonly prefetch: PrefetchSizer;
 
@@ -27,7 +29,10 @@ export class ClaimPlan {
     return this.concurrency + (this.fair ? 0 : this.prefetch.target());
   }
 
-  /** Claims up to `capacity` jobs, of which `start` start now; `more`: the claim may have left claimable jobs. */
+  /**
+   * Claims up to `capacity` jobs, of which `start` start now; `more`: the claim may have left
+   * claimable jobs — it came back full, or a slot freed while it ran.
+   */
   async claim(
     db: JobsDatabase,
     base: { queues: readonly string[]; lease: number; workerId: string },
@@ -35,12 +40,18 @@ export class ClaimPlan {
     start: number,
   ): Promise<ClaimResult & { more: boolean }> {
     const startedAt = performance.now();
+    const freed = this.freed;
     const claimed = await claimJobs(db, { ...base, limit: capacity, start, fair: this.fair, served: this.served.view });
     this.prefetch.claimTook(performance.now() - startedAt);
     this.fair = claimed.fair;
     this.retryInMs = claimed.retryInMs;
     // A fair claim takes at most the free slots: fewer than `capacity` is not "no more work".
-    return { ...claimed, more: claimed.jobs.length >= (claimed.fair ? start : capacity) };
+    return { ...claimed, more: claimed.jobs.length >= (claimed.fair ? start : capacity) || this.freed !== freed };
+  }
+
+  /** A run's completion (or snooze) landed: its group's and key's slot is free in the database. */
+  slotFreed(): void {
+    this.freed++;
   }
 
   /** A job of `group` starts: the next fair claims let other groups take their turn first. */

@@ -61,8 +61,6 @@ export class Worker {
   private readonly completing = new Map<string, number>();
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
-  /** Slots freed so far (fair mode): a claim that came back short while one was freed must not end the loop's work. */
-  private freed = 0;
   private idleAnnounced = false;
   private readonly waker = new Waker();
   private looping: Promise<void> = Promise.resolve();
@@ -164,13 +162,11 @@ export class Worker {
       if (this.mayHaveWork && worthIt) {
         try {
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
-          const freed = this.freed;
           const claimed = await this.plan.claim(this.db, { queues, lease, workerId: this.id }, capacity, Math.max(0, concurrency - held));
           const jobs = claimed.jobs;
           failures = 0;
           if (claimed.throttled.length > 0) this.emitter.emit("worker:throttled", { workerId: this.id, keys: claimed.throttled, retryInMs: claimed.retryInMs });
-          // Short, and no slot freed while it ran: nothing more to claim until something changes.
-          if (!claimed.more && this.freed === freed) this.mayHaveWork = false;
+          if (!claimed.more) this.mayHaveWork = false;
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
           // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
           for (const job of jobs) {
@@ -191,11 +187,6 @@ export class Worker {
       }
       await this.waker.sleep(this.plan.sleepMs(this.settings.pollMs), () => (this.mayHaveWork = true));
     }
-  }
-
-  private slotFreed(): void {
-    this.freed++;
-    this.mayHaveWork = true;
   }
 
   private start(job: ClaimedJob): void {
@@ -229,7 +220,8 @@ export class Worker {
       // no longer running), not when the handler returned: claim again now. A job snoozed for
       // 0 s is ready again at once.
       if (this.plan.isFair || outcome.kind === "snoozed") {
-        this.slotFreed();
+        this.plan.slotFreed();
+        this.mayHaveWork = true;
         this.waker.wake();
       }
     }
