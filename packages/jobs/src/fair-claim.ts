@@ -91,14 +91,19 @@ async function claimChosen<R extends object>(db: JobsDatabase, tx: Executor, ids
 
 export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
   if (request.limit <= 0) return { rows: [], flow: true, retryInMs: null, throttled: [] };
-  try {
-    return await claimOnce<R>(db, request, answer);
-  } catch (error) {
-    if (!(error instanceof MissingKeyRows)) throw error;
-    await createKeyRows(db, error.rows);
-    return claimOnce<R>(db, request, answer);
+  // The retry may meet other keys' first claim (the candidates changed meanwhile): a few rounds.
+  for (let round = 1; ; round++) {
+    try {
+      return await claimOnce<R>(db, request, answer);
+    } catch (error) {
+      if (!(error instanceof MissingKeyRows) || round >= MISSING_KEY_ROUNDS) throw error;
+      await createKeyRows(db, error.rows);
+    }
   }
 }
+
+/** Claims started over for limited keys met for the first time (each round creates their rows). */
+const MISSING_KEY_ROUNDS = 5;
 
 /** No key known to be held back (no limit stored, or no keyed job at the heads). */
 const NO_SURVEY: Survey = { blocked: { keys: [], prefixes: [] }, rules: [], retryInMs: null };
