@@ -3,6 +3,8 @@ import { sendWithSignal } from "./abort.js";
 import { classifySendError, DEFAULT_RATE_LIMIT_SNOOZE_SECONDS } from "./classify.js";
 import { MailPayloadError } from "./errors.js";
 import { normaliseMessage, toMessage, type MailMessage, type MailPayload, type NodemailerMessage } from "./payload.js";
+import { withoutSuppressed } from "./suppress-recipients.js";
+import type { SuppressedRecipient, SuppressionList } from "./suppression.js";
 import { parseMailPayload } from "./validate.js";
 
 /** What a transport reports after a send; nodemailer's SMTP transport fills all of it. */
@@ -48,6 +50,11 @@ export interface MailHandlerOptions {
    * states no delay of its own; `false` retries such replies like any 4xx. Default 60.
    */
   rateLimitSnooze?: number | false;
+  /**
+   * Consulted before every send: suppressed recipients are taken out of the message and
+   * listed in the result's `suppressed`; a message left without recipients is not sent.
+   */
+  suppression?: SuppressionList | undefined;
 }
 
 /** The job's result: small, JSON, enough to trace the message at the relay. */
@@ -56,6 +63,10 @@ export interface MailSendResult {
   accepted: string[];
   rejected: string[];
   response: string;
+  /** With a suppression list: the recipients it held back (never sent, never retried). */
+  suppressed?: SuppressedRecipient[];
+  /** Present when nothing was sent because every recipient is suppressed. */
+  skipped?: "all-recipients-suppressed";
 }
 
 /**
@@ -126,9 +137,22 @@ export function createMailHandler(options: MailHandlerOptions): MailHandler {
     disableUrlAccess: options.disableUrlAccess ?? false,
   };
 
+  const suppression = options.suppression;
+  if (suppression !== undefined && typeof suppression?.isSuppressed !== "function") {
+    throw new TypeError("createMailHandler: suppression must be a SuppressionList (e.g. createSqlSuppressionList({ query, dialect }))");
+  }
+
   return async (payload, ctx) => {
-    const valid: MailPayload = { ...defaults, ...parseMailPayload(payload) };
+    let valid: MailPayload = { ...defaults, ...parseMailPayload(payload) };
     refuseDisabledReferences(valid, sendOptions);
+    let suppressed: SuppressedRecipient[] | undefined;
+    if (suppression) {
+      const filtered = await withoutSuppressed(valid, suppression);
+      suppressed = filtered.suppressed;
+      // Ends the job done: a retry would find the same list, and the result says why.
+      if (filtered.empty) return { messageId: "", accepted: [], rejected: [], response: "", suppressed, skipped: "all-recipients-suppressed" };
+      valid = filtered.payload;
+    }
     const message = { ...toMessage(valid), ...sendOptions };
     let info: SentMessageInfo;
     try {
@@ -141,6 +165,7 @@ export function createMailHandler(options: MailHandlerOptions): MailHandler {
       accepted: addresses(info.accepted),
       rejected: addresses(info.rejected),
       response: info.response ?? "",
+      ...(suppressed === undefined ? {} : { suppressed }),
     };
   };
 }

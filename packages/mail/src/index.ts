@@ -29,3 +29,35 @@ export {
   type MailTransportOptions,
   type SentMessageInfo,
 } from "./handler.js";
+export {
+  suppressionKey,
+  SUPPRESSION_REASONS,
+  type SuppressedRecipient,
+  type SuppressionEntry,
+  type SuppressionInput,
+  type SuppressionList,
+  type SuppressionListQuery,
+  type SuppressionReason,
+} from "./suppression.js";
+export {
+  createSqlSuppressionList,
+  suppressionTableSql,
+  DEFAULT_SUPPRESSION_TABLE,
+  type SqlQuery,
+  type SqlSuppressionListOptions,
+  type SuppressionDialect,
+} from "./suppression-sql.js";
+export {
+  createUnsubscribeToken,
+  verifyUnsubscribeToken,
+  listUnsubscribeHeaders,
+  DEFAULT_UNSUBSCRIBE_TTL_SECONDS,
+  type UnsubscribeTokenCheck,
+  type UnsubscribeTokenOptions,
+  type VerifyUnsubscribeTokenOptions,
+} from "./unsubscribe.js";
+export { parseDeliveryStatus, isHardBounceStatus, type DeliveryStatusReport, type DsnRecipient } from "./dsn.js";
+export { deliveryEventsFromMessage, suppressionsFromEvents, recordDeliveryEvents, type DeliveryEvent } from "./delivery-events.js";
+export { parseSesNotification, verifySnsSignature, isSnsCertificateUrl, type SesNotification } from "./ses.js";
+export { DKIM_HEADER_FIELD_NAMES } from "./dkim.js";
+export { previewMail, type MailPreview, type MailPreviewOptions } from "./preview.js";
