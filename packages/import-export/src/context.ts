@@ -17,8 +17,12 @@ export interface JobContextLike {
   checkpoint?: Checkpoint;
 }
 
-/** Runs `work(tx)` and saves `progress` in one transaction fenced by the claim; false = taken over. */
-export type Checkpoint = (progress: unknown, work?: (tx: unknown) => Promise<void>) => Promise<boolean>;
+/**
+ * Runs `work(tx)` and saves `progress` in one transaction fenced by the claim; false = taken
+ * over. `progress` may be a function of what `work` returned (`@forge/jobs` calls it inside
+ * the transaction, after the work): an import with a natural key saves its counts that way.
+ */
+export type Checkpoint = (progress: unknown, work?: (tx: unknown) => Promise<unknown>) => Promise<boolean>;
 
 export interface Capabilities {
   signal: AbortSignal | undefined;

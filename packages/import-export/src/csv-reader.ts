@@ -1,6 +1,7 @@
 import type { Readable } from "node:stream";
 import { parse, type CsvError, type Parser } from "csv-parse";
 import type { ImportOptions } from "./payload.js";
+import type { RecordSource } from "./record-source.js";
 
 export interface CsvRecord {
   fields: string[];
@@ -22,13 +23,7 @@ export interface MalformedRecord {
   message: string;
 }
 
-export interface CsvReader {
-  records: AsyncIterable<CsvRecord>;
-  /** Set once the parser met a record it cannot make sense of; reading stopped there. */
-  malformed(): MalformedRecord | undefined;
-  position(): ParsePosition;
-  close(): void;
-}
+export type CsvReader = RecordSource;
 
 /** Bounds memory when an unclosed quote would otherwise swallow the rest of the file into one field. */
 export const MAX_RECORD_BYTES = 8 * 1024 * 1024;
@@ -69,7 +64,7 @@ function describe(error: CsvError): string {
  * Lines are counted here rather than in a csv-parse `on_record` hook, which builds a
  * context object per record and halves the parse rate.
  */
-export function readCsv(input: Readable, options: ImportOptions): CsvReader {
+export function readCsv(input: Readable, options: ImportOptions, fileBytes: (utf8Bytes: number) => number = (n) => n): CsvReader {
   let failure: { records: number; message: string } | undefined;
   let malformed: MalformedRecord | undefined;
 
@@ -77,7 +72,8 @@ export function readCsv(input: Readable, options: ImportOptions): CsvReader {
     delimiter: options.delimiter,
     quote: options.quote,
     escape: options.escape,
-    encoding: options.encoding,
+    // The input is UTF-8 already (text-source.ts decodes every other encoding).
+    encoding: "utf8",
     bom: true,
     // All three endings at once: auto-detection would settle on the first one seen.
     record_delimiter: ["\r\n", "\n", "\r"],
@@ -119,7 +115,7 @@ export function readCsv(input: Readable, options: ImportOptions): CsvReader {
   return {
     records: records(),
     malformed: () => malformed,
-    position: () => ({ bytes: parser.info.bytes, records: parser.info.records }),
+    position: () => ({ bytes: fileBytes(parser.info.bytes), records: parser.info.records }),
     close: () => {
       input.destroy();
       parser.destroy();

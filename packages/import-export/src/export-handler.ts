@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { rename, rm } from "node:fs/promises";
+import { rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import { stringify, type Options as StringifyOptions } from "csv-stringify";
@@ -8,7 +8,8 @@ import { capabilities, type JobContextLike } from "./context.js";
 import { ExportError, retryableFailure } from "./errors.js";
 import { escapeFormula } from "./formula.js";
 import { resolveNewFile } from "./path-safety.js";
-import { readExportPayload, type ExportOptions, type JsonValue } from "./payload.js";
+import { readExportPayload, type ExportOptions, type ExportPayload, type JsonValue } from "./payload.js";
+import type { SpreadsheetFormat } from "./record-source.js";
 import { findByName } from "./registry.js";
 
 export type ExportColumn = string | { key: string; header?: string };
@@ -29,6 +30,8 @@ export interface ExportHandlerOptions {
   exporters: Readonly<Record<string, Exporter<never>>>;
   /** Payload files are written inside this directory, symlinks followed. */
   baseDir: string;
+  /** Spreadsheet formats besides CSV (`xlsxFormat()` from this package's `xlsx` entry point). */
+  formats?: readonly SpreadsheetFormat[];
 }
 
 export interface ExportResult {
@@ -63,10 +66,18 @@ function stringifyOptions(options: ExportOptions, columns: readonly ExportColumn
  */
 export function createExportHandler(options: ExportHandlerOptions): ExportHandler {
   const { exporters, baseDir } = options;
+  const formats = new Map((options.formats ?? []).map((f) => [f.name, f]));
 
   return async function exportCsv(payload, ctx) {
     const job = readExportPayload(payload);
     const exporter = findByName(exporters, job.exporter, "exporter", ExportError) as Exporter;
+    const format = job.format === "csv" ? undefined : formats.get(job.format);
+    if (job.format !== "csv" && format === undefined) {
+      throw new ExportError(
+        `format "${job.format}" needs its writer: pass formats: [xlsxFormat()] from this package's "${job.format}" entry point to createExportHandler`,
+        { retryable: false },
+      );
+    }
     const target = await resolveNewFile(baseDir, job.file);
     if (!target.ok) throw new ExportError(target.message, { retryable: target.retryable, cause: target.cause });
 
@@ -80,6 +91,7 @@ export function createExportHandler(options: ExportHandlerOptions): ExportHandle
         yield row;
       }
     }
+    if (format !== undefined) return exportSheet(format, exporter, job, target.path, temporary, signal);
     // flush: fsync before close, so the rename never publishes a file whose bytes are still in flight.
     const out = createWriteStream(temporary, { flags: "wx", flush: true });
     try {
@@ -94,4 +106,31 @@ export function createExportHandler(options: ExportHandlerOptions): ExportHandle
       throw retryableFailure(ExportError, `export to "${job.file}" failed`, error);
     }
   };
+}
+
+function columnKeys(columns: readonly ExportColumn[] | undefined): { key: string; header: string }[] | undefined {
+  return columns?.map((c) => (typeof c === "string" ? { key: c, header: c } : { key: c.key, header: c.header ?? c.key }));
+}
+
+/** The spreadsheet path: the same temporary file and rename as CSV, the format's own writer. */
+async function exportSheet(
+  format: SpreadsheetFormat,
+  exporter: Exporter,
+  job: ExportPayload,
+  target: string,
+  temporary: string,
+  signal: AbortSignal,
+): Promise<ExportResult> {
+  try {
+    async function* rows() {
+      yield* exporter.rows(job.params, { signal });
+    }
+    const count = await format.writeSheet(temporary, columnKeys(exporter.columns), rows(), signal);
+    const { size } = await stat(temporary);
+    await rename(temporary, target);
+    return { file: job.file, rows: count, bytes: size };
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw retryableFailure(ExportError, `export to "${job.file}" failed`, error);
+  }
 }

@@ -7,6 +7,7 @@ export {
   type ImportOptions,
   type ImportOptionsInput,
   type ImportEncoding,
+  type ImportFileFormat,
   type ExportPayload,
   type ExportPayloadInput,
   type ExportOptions,
@@ -22,7 +23,12 @@ export {
   type ExportResult,
   type ExportRowsContext,
 } from "./export-handler.js";
-export type { ImportReport, ImportRowError, ImportProgress } from "./report.js";
+export type { ImportReport, ImportRowError, ImportProgress, WriteCounts } from "./report.js";
+export { matchHeader, normalizeColumn, type HeaderSpec, type HeaderMatch } from "./header.js";
+export { IMPORT_ENCODINGS, DELIMITER_CANDIDATES, type TextEncoding } from "./sniff.js";
+export { REJECT_COLUMNS } from "./rejects-file.js";
+export type { RecordSource, SpreadsheetFormat } from "./record-source.js";
+export type { CsvRecord, MalformedRecord, ParsePosition } from "./csv-reader.js";
 export type { JobContextLike, Checkpoint } from "./context.js";
 export { CsvJobError, ImportError, ExportError, type JobErrorOptions } from "./errors.js";
 export { escapeFormula } from "./formula.js";

@@ -1,22 +1,29 @@
 import { ExportError, ImportError, type JobErrorClass } from "./errors.js";
+import { IMPORT_ENCODINGS, type ImportEncoding } from "./sniff.js";
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
-export type ImportEncoding = "utf8" | "latin1";
+export type { ImportEncoding } from "./sniff.js";
+
+/** File formats: CSV is built in; the others need their entry point's reader (`formats` option). */
+export type ImportFileFormat = "csv" | "xlsx";
 
 /** Every option spelled out, defaults included, so a queued job keeps its meaning across upgrades. */
 export interface ImportOptions {
+  /** One character, or `"auto"`: the one of `,` `;` tab `|` that splits the first lines evenly. */
   delimiter: string;
   /** The first record names the columns (ignored in favour of `columns` when both are given). */
   header: boolean;
   columns?: string[];
   quote: string;
   escape: string;
-  /** A UTF-8 byte order mark at the start of the file is skipped. */
+  /** `auto`: a byte order mark, else UTF-8 when the start of the file is valid UTF-8, else Windows-1252. */
   encoding: ImportEncoding;
   skipEmptyLines: boolean;
   /** False: a record with the wrong number of fields is a rejected row. True: padded or cut. */
   relaxColumnCount: boolean;
+  /** Spreadsheet formats: the sheet to read; the first one when absent. */
+  sheet?: string;
 }
 
 export interface ImportOptionsInput {
@@ -28,19 +35,29 @@ export interface ImportOptionsInput {
   encoding?: ImportEncoding | "utf-8";
   skipEmptyLines?: boolean;
   relaxColumnCount?: boolean;
+  sheet?: string;
 }
 
 export interface ImportPayload {
   importer: string;
   /** Relative to the handler's `baseDir`. */
   file: string;
+  format: ImportFileFormat;
   options: ImportOptions;
+  /** Validate every row and run the writes in a transaction that is rolled back: the report of an import that did not happen. */
+  dryRun: boolean;
+  /** Where to write the rejected rows as a CSV to fix and upload again (relative to baseDir). */
+  rejectsFile?: string;
 }
 
 export interface ImportPayloadInput {
   importer: string;
   file: string;
+  /** Default: `"xlsx"` when the file name ends in `.xlsx`, else `"csv"`. */
+  format?: ImportFileFormat;
   options?: ImportOptionsInput;
+  dryRun?: boolean;
+  rejectsFile?: string;
 }
 
 export interface ExportOptions {
@@ -57,6 +74,7 @@ export interface ExportPayload {
   exporter: string;
   /** Relative to the handler's `baseDir`. */
   file: string;
+  format: ImportFileFormat;
   params?: JsonValue;
   options: ExportOptions;
 }
@@ -64,6 +82,8 @@ export interface ExportPayload {
 export interface ExportPayloadInput {
   exporter: string;
   file: string;
+  /** Default: `"xlsx"` when the file name ends in `.xlsx`, else `"csv"`. */
+  format?: ImportFileFormat;
   params?: JsonValue;
   options?: Partial<ExportOptions>;
 }
@@ -114,6 +134,11 @@ class PayloadReader {
     return value;
   }
 
+  /** The payload's `format`; by default the file name's (`.xlsx`, else CSV). */
+  fileFormat(value: unknown, file: string): ImportFileFormat {
+    return this.oneOf(value, "format", ["csv", "xlsx"], /\.xlsx$/i.test(file) ? "xlsx" : "csv");
+  }
+
   oneOf<T extends string>(value: unknown, path: string, allowed: readonly T[], fallback: T): T {
     if (value === undefined) return fallback;
     if (!allowed.includes(value as T)) this.fail(path, `must be one of ${allowed.map((a) => JSON.stringify(a)).join(", ")}`);
@@ -135,24 +160,26 @@ function isJson(value: unknown, depth = 0): value is JsonValue {
   return isPlainObject(value) && Object.values(value).every((item) => isJson(item, depth + 1));
 }
 
-const IMPORT_KEYS = ["importer", "file", "options"] as const;
-const IMPORT_OPTION_KEYS = ["delimiter", "header", "columns", "quote", "escape", "encoding", "skipEmptyLines", "relaxColumnCount"] as const;
+const IMPORT_KEYS = ["importer", "file", "format", "options", "dryRun", "rejectsFile"] as const;
+const IMPORT_OPTION_KEYS = ["delimiter", "header", "columns", "quote", "escape", "encoding", "skipEmptyLines", "relaxColumnCount", "sheet"] as const;
 
 function readImportOptions(read: PayloadReader, value: unknown): ImportOptions {
   const raw = read.object(value ?? {}, "options", IMPORT_OPTION_KEYS);
-  const delimiter = read.char(raw.delimiter, "options.delimiter", ",");
+  const delimiter = raw.delimiter === "auto" ? "auto" : read.char(raw.delimiter, "options.delimiter", "auto");
   const quote = read.char(raw.quote, "options.quote", '"');
   if (delimiter === quote) read.fail("options.delimiter", "must differ from options.quote");
   const header = read.boolean(raw.header, "options.header", true);
+  const encoding = read.oneOf(raw.encoding, "options.encoding", [...IMPORT_ENCODINGS, "utf-8"], "auto");
   const options: ImportOptions = {
     delimiter,
     header,
     quote,
     escape: read.char(raw.escape, "options.escape", quote),
-    encoding: read.oneOf(raw.encoding, "options.encoding", ["utf8", "utf-8", "latin1"], "utf8") === "latin1" ? "latin1" : "utf8",
+    encoding: encoding === "utf-8" ? "utf8" : encoding,
     skipEmptyLines: read.boolean(raw.skipEmptyLines, "options.skipEmptyLines", true),
     relaxColumnCount: read.boolean(raw.relaxColumnCount, "options.relaxColumnCount", false),
   };
+  if (raw.sheet !== undefined) options.sheet = read.name(raw.sheet, "options.sheet");
   if (raw.columns !== undefined) {
     const columns = raw.columns;
     if (!Array.isArray(columns) || columns.length === 0) read.fail("options.columns", "must be a non-empty array of names");
@@ -169,14 +196,22 @@ function readImportOptions(read: PayloadReader, value: unknown): ImportOptions {
 export function readImportPayload(value: unknown): ImportPayload {
   const read: PayloadReader = new PayloadReader(ImportError, "not an import payload");
   const raw = read.object(value, "payload", IMPORT_KEYS);
-  return {
+  const file = read.file(raw.file, "file");
+  const payload: ImportPayload = {
     importer: read.name(raw.importer, "importer"),
-    file: read.file(raw.file, "file"),
+    file,
+    format: read.fileFormat(raw.format, file),
     options: readImportOptions(read, raw.options),
+    dryRun: read.boolean(raw.dryRun, "dryRun", false),
   };
+  if (raw.rejectsFile !== undefined) {
+    payload.rejectsFile = read.file(raw.rejectsFile, "rejectsFile");
+    if (payload.rejectsFile === file) read.fail("rejectsFile", "must differ from file");
+  }
+  return payload;
 }
 
-const EXPORT_KEYS = ["exporter", "file", "params", "options"] as const;
+const EXPORT_KEYS = ["exporter", "file", "format", "params", "options"] as const;
 const EXPORT_OPTION_KEYS = ["delimiter", "header", "bom", "escapeFormulas", "recordDelimiter"] as const;
 
 /** The handler's check of an unknown payload; `exportPayload` is the same check, typed for callers. */
@@ -184,9 +219,11 @@ export function readExportPayload(value: unknown): ExportPayload {
   const read: PayloadReader = new PayloadReader(ExportError, "not an export payload");
   const raw = read.object(value, "payload", EXPORT_KEYS);
   const options = read.object(raw.options ?? {}, "options", EXPORT_OPTION_KEYS);
+  const file = read.file(raw.file, "file");
   const payload: ExportPayload = {
     exporter: read.name(raw.exporter, "exporter"),
-    file: read.file(raw.file, "file"),
+    file,
+    format: read.fileFormat(raw.format, file),
     options: {
       delimiter: read.char(options.delimiter, "options.delimiter", ","),
       header: read.boolean(options.header, "options.header", true),

@@ -6,6 +6,13 @@ export interface ImportRowError {
   message: string;
 }
 
+/** What an upsert did with its rows; `writeBatch` of an importer with a `naturalKey` returns it. */
+export interface WriteCounts {
+  created: number;
+  updated: number;
+  unchanged: number;
+}
+
 /** An import job's result. Counts are exact; `errors` is capped, `truncatedErrors` counts the rest. */
 export interface ImportReport {
   /** Data records read (the header is not one). Always imported + rejected. */
@@ -14,6 +21,20 @@ export interface ImportReport {
   rejected: number;
   errors: ImportRowError[];
   truncatedErrors?: number;
+  /** With a `naturalKey`: what the writes did. created + updated + unchanged + duplicates = imported. */
+  created?: number;
+  updated?: number;
+  unchanged?: number;
+  /** With a `naturalKey`: rows replaced by a later row of the same key in the same batch (not written). */
+  duplicates?: number;
+  /** A dry run: every write was rolled back; the counts say what the import would do. */
+  dryRun?: true;
+  /** How the file was read: the encoding and delimiter declared or detected (CSV). */
+  format?: { encoding: string; delimiter: string };
+  /** The sheet read (spreadsheet formats). */
+  sheet?: string;
+  /** The rejected rows, as a CSV to fix and upload again (relative to baseDir), when asked for. */
+  rejectsFile?: string;
 }
 
 /** Saved with every batch: the report so far, the resume cursor, and what a progress bar needs. */
@@ -24,6 +45,8 @@ export interface ImportProgress extends ImportReport {
   totalBytes: number;
   /** Records the whole file should hold, extrapolated from the bytes parsed so far; null before any. */
   estimatedTotal: number | null;
+  /** Length of the rejects file when this progress was saved: a resumed import cuts it back there. */
+  rejectsBytes?: number;
 }
 
 function isCount(value: unknown): value is number {
@@ -47,7 +70,8 @@ export function readProgress(value: unknown): ImportProgress | undefined | null 
   const p = value as Record<string, unknown>;
   const counts = [p.line, p.read, p.imported, p.rejected, p.bytes, p.totalBytes];
   if (!counts.every(isCount) || !Array.isArray(p.errors) || !p.errors.every(isRowError)) return null;
-  if (p.truncatedErrors !== undefined && !isCount(p.truncatedErrors)) return null;
+  const optional = [p.truncatedErrors, p.created, p.updated, p.unchanged, p.duplicates, p.rejectsBytes];
+  if (!optional.every((n) => n === undefined || isCount(n))) return null;
   return value as ImportProgress;
 }
 
@@ -57,6 +81,9 @@ export class ReportBuilder {
   private rejected = 0;
   private readonly errors: ImportRowError[] = [];
   private truncatedErrors = 0;
+  private counts: (WriteCounts & { duplicates: number }) | undefined;
+  /** Stamped on the report as they are: whether this is a dry run, how the file was read, and so on. */
+  readonly extra: Pick<ImportReport, "dryRun" | "format" | "sheet" | "rejectsFile"> = {};
 
   constructor(
     private readonly maxErrors: number,
@@ -68,6 +95,25 @@ export class ReportBuilder {
     this.rejected = from.rejected;
     for (const error of from.errors) this.addError(error);
     this.truncatedErrors += from.truncatedErrors ?? 0;
+    if (from.created !== undefined) {
+      this.counts = { created: from.created, updated: from.updated ?? 0, unchanged: from.unchanged ?? 0, duplicates: from.duplicates ?? 0 };
+    }
+  }
+
+  /** Adds what one batch's writes did (and the rows it dropped as duplicates). */
+  wrote(counts: WriteCounts, duplicates: number): void {
+    const c = (this.counts ??= { created: 0, updated: 0, unchanged: 0, duplicates: 0 });
+    c.created += counts.created;
+    c.updated += counts.updated;
+    c.unchanged += counts.unchanged;
+    c.duplicates += duplicates;
+  }
+
+  /** A row that passed validation but that the database refused (found by a dry run). */
+  refused(line: number, message: string): void {
+    this.imported -= 1;
+    this.rejected += 1;
+    this.addError({ line, field: "", message });
   }
 
   private addError(error: ImportRowError): void {
@@ -95,12 +141,15 @@ export class ReportBuilder {
       errors: [...this.errors],
     };
     if (this.truncatedErrors > 0) report.truncatedErrors = this.truncatedErrors;
-    return report;
+    if (this.counts !== undefined) Object.assign(report, this.counts);
+    return Object.assign(report, this.extra);
   }
 
   /** `parsed`: records the parser has read in `bytes`, which may run ahead of `read`. */
-  progress(line: number, bytes: number, totalBytes: number, parsed: number): ImportProgress {
+  progress(line: number, bytes: number, totalBytes: number, parsed: number, rejectsBytes?: number): ImportProgress {
     const estimatedTotal = bytes > 0 ? Math.max(this.read, Math.round((parsed * totalBytes) / bytes)) : null;
-    return { ...this.report(), line, bytes, totalBytes, estimatedTotal };
+    const progress: ImportProgress = { ...this.report(), line, bytes, totalBytes, estimatedTotal };
+    if (rejectsBytes !== undefined) progress.rejectsBytes = rejectsBytes;
+    return progress;
   }
 }

@@ -14,7 +14,7 @@ describe("import handler: batches, progress and checkpoints", () => {
       const { importer, batches, txs, written } = collectingImporter();
       const handler = createImportHandler({ importers: { people: importer }, baseDir: dir, batchSize: 500 });
       const report = await handler(payload("big.csv"));
-      expect(report).toEqual({ read: 1200, imported: 1200, rejected: 0, errors: [] });
+      expect(report).toEqual({ read: 1200, imported: 1200, rejected: 0, errors: [], format: { encoding: "utf8", delimiter: "," } });
       expect(batches.map((b) => b.length)).toEqual([500, 500, 200]);
       expect(txs).toEqual([undefined, undefined, undefined]);
       expect(written.map((p) => p.id)).toEqual(Array.from({ length: 1200 }, (_, i) => i + 1));

@@ -28,18 +28,26 @@ describe("importPayload", () => {
     expect(payload).toEqual({
       importer: "people",
       file: "uploads/a.csv",
+      format: "csv",
       options: {
-        delimiter: ",",
+        delimiter: "auto",
         header: true,
         quote: '"',
         escape: '"',
-        encoding: "utf8",
+        encoding: "auto",
         skipEmptyLines: true,
         relaxColumnCount: false,
       },
+      dryRun: false,
     });
     expect(JSON.parse(JSON.stringify(payload))).toEqual(payload);
     expect(importPayload(payload)).toEqual(payload);
+  });
+
+  it("takes xlsx from the file name, and keeps dryRun, rejectsFile and sheet", () => {
+    const payload = importPayload({ importer: "x", file: "in/Book.XLSX", dryRun: true, rejectsFile: "in/rejects.csv", options: { sheet: "Contacts" } });
+    expect(payload).toMatchObject({ format: "xlsx", dryRun: true, rejectsFile: "in/rejects.csv", options: { sheet: "Contacts" } });
+    expect(importPayload({ importer: "x", file: "a.xlsx", format: "csv" }).format).toBe("csv");
   });
 
   it("keeps the options given, normalising utf-8 and copying columns", () => {
@@ -67,6 +75,10 @@ describe("importPayload", () => {
     [{ importer: "x", file: 3 }, /file must be a non-empty string/],
     [{ importer: "x", file: "a\0.csv" }, /NUL/],
     [{ importer: "x", file: "a.csv", extra: 1 }, /unknown key "extra"/],
+    [{ importer: "x", file: "a.csv", format: "ods" }, /format must be one of "csv", "xlsx"/],
+    [{ importer: "x", file: "a.csv", dryRun: "yes" }, /dryRun must be a boolean/],
+    [{ importer: "x", file: "a.csv", rejectsFile: "a.csv" }, /rejectsFile must differ from file/],
+    [{ importer: "x", file: "a.csv", options: { encoding: "ebcdic" } }, /options.encoding must be one of "auto", "utf8", "utf16le"/],
     [{ importer: "x", file: "a.csv", options: { delimeter: ";" } }, /unknown key "delimeter"/],
     [{ importer: "x", file: "a.csv", options: { delimiter: ";;" } }, /options.delimiter must be a single character/],
     [{ importer: "x", file: "a.csv", options: { delimiter: '"' } }, /must differ from options.quote/],
@@ -93,6 +105,7 @@ describe("exportPayload", () => {
     expect(payload).toEqual({
       exporter: "orders",
       file: "out/orders.csv",
+      format: "csv",
       params: { since: "2026-01-01", ids: [1, 2] },
       options: { delimiter: ",", header: true, bom: false, escapeFormulas: true, recordDelimiter: "\n" },
     });

@@ -17,9 +17,11 @@ export function pgJobContext(client: pg.Client, schema: string, jobId: number, c
     checkpoint: async (next, work) => {
       await client.query("BEGIN");
       try {
-        if (work) await work(client);
+        const result: unknown = work ? await work(client) : undefined;
+        // As @forge/jobs: progress may be a function of what the work returned.
+        const value: unknown = typeof next === "function" ? (next as (r: unknown) => unknown)(result) : next;
         const saved = await client.query(`UPDATE ${schema}.jobs SET progress = $1 WHERE id = $2 AND claim_token = $3`, [
-          JSON.stringify(next),
+          JSON.stringify(value),
           jobId,
           claimToken,
         ]);

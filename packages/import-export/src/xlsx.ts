@@ -1,0 +1,133 @@
+import { createReadStream } from "node:fs";
+import ExcelJS from "exceljs";
+import type { CsvRecord } from "./csv-reader.js";
+import { ImportError, messageOf } from "./errors.js";
+import type { RecordSource, SpreadsheetFormat } from "./record-source.js";
+
+/**
+ * `@forge/import-export/xlsx`: Excel workbooks through the same importers, report and
+ * checkpoints as CSV, and exports to `.xlsx`. exceljs is an optional peer dependency: only
+ * applications that import this entry point install it.
+ */
+
+type Cell = ExcelJS.CellValue;
+
+/** What a cell shows, as the text a CSV of the sheet would hold. */
+export function cellText(value: Cell): string {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "string") return value;
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (value instanceof Date) return value.toISOString();
+  if ("richText" in value) return value.richText.map((part) => part.text).join("");
+  if ("error" in value) return value.error;
+  if ("formula" in value || "sharedFormula" in value) return cellText((value as { result?: Cell }).result ?? null);
+  if ("text" in value) return cellText(value.text as Cell);
+  return "";
+}
+
+interface SheetNames {
+  model?: { sheets?: Array<{ name: string; rId: string }> };
+  workbookRels?: Array<{ Id: string; Target: string }>;
+}
+
+// The streaming reader names sheets "Sheet<n>" after their file; the real name is in the
+// workbook's own list, reached through its relationships.
+function sheetName(workbook: SheetNames, reader: { id: number | string; name: string }): { name: string; index: number } {
+  const rel = workbook.workbookRels?.find((r) => r.Target.replace(/^\/?xl\//, "") === `worksheets/sheet${reader.id}.xml`);
+  const sheets = workbook.model?.sheets ?? [];
+  const index = rel === undefined ? -1 : sheets.findIndex((s) => s.rId === rel.Id);
+  return index === -1 ? { name: reader.name, index: Number(reader.id) - 1 } : { name: sheets[index]!.name, index };
+}
+
+function openSheet(path: string, wanted: string | undefined): RecordSource & { sheet(): string | undefined } {
+  const input = createReadStream(path);
+  let rows = 0;
+  let chosen: string | undefined;
+
+  async function* records(): AsyncGenerator<CsvRecord> {
+    const seen: string[] = [];
+    const workbook = new ExcelJS.stream.xlsx.WorkbookReader(input, {
+      sharedStrings: "cache",
+      styles: "cache", // dates are numbers with a date style: without styles they would read as numbers
+      hyperlinks: "ignore",
+      worksheets: "emit",
+      entries: "ignore",
+    });
+    let width: number | undefined;
+    try {
+      for await (const worksheet of workbook) {
+        const { name } = sheetName(workbook as unknown as SheetNames, worksheet as unknown as { id: number; name: string });
+        seen.push(name);
+        if (chosen !== undefined || (wanted !== undefined && name !== wanted)) {
+          // A sheet left unread stalls the zip stream under it: drain it.
+          for await (const _ of worksheet) void _;
+          continue;
+        }
+        chosen = name;
+        for await (const row of worksheet) {
+          const values = row.values as Cell[];
+          // Trailing empty cells are not stored in a sheet: pad to the header's width.
+          const fields = Array.from({ length: Math.max(values.length - 1, width ?? 0) }, (_, i) => cellText(values[i + 1]));
+          width ??= fields.length;
+          rows += 1;
+          yield { fields, line: row.number, endLine: row.number };
+        }
+      }
+    } catch (error) {
+      throw new ImportError(`the file cannot be read as XLSX: ${messageOf(error)}`, { retryable: false, cause: error });
+    }
+    if (chosen === undefined) {
+      throw new ImportError(`the workbook has no sheet named "${wanted}"; its sheets: ${seen.map((s) => JSON.stringify(s)).join(", ")}`, { retryable: false });
+    }
+  }
+
+  return {
+    records: records(),
+    malformed: () => undefined,
+    // bytesRead, not a "data" listener: one would start the stream flowing before exceljs pipes it.
+    position: () => ({ bytes: input.bytesRead, records: rows }),
+    close: () => input.destroy(),
+    sheet: () => chosen,
+  };
+}
+
+function plain(value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "string" || value instanceof Date) return value;
+  if (typeof value === "bigint") return value.toString();
+  return JSON.stringify(value);
+}
+
+async function writeSheet(
+  path: string,
+  columns: readonly { key: string; header: string }[] | undefined,
+  rows: AsyncIterable<Record<string, unknown>>,
+  signal: AbortSignal,
+): Promise<number> {
+  // Inline strings, no styles: a million-row export keeps nothing in memory but the current row.
+  const workbook = new ExcelJS.stream.xlsx.WorkbookWriter({ filename: path, useSharedStrings: false, useStyles: false });
+  const sheet = workbook.addWorksheet("Sheet1");
+  let cols = columns;
+  let count = 0;
+  for await (const row of rows) {
+    signal.throwIfAborted();
+    cols ??= Object.keys(row).map((key) => ({ key, header: key }));
+    if (count === 0) sheet.addRow(cols.map((c) => c.header)).commit();
+    // A string stays a string cell: unlike CSV, "=1+1" in a cell is text, never a formula.
+    sheet.addRow(cols.map((c) => plain(row[c.key]))).commit();
+    count += 1;
+  }
+  if (count === 0 && cols !== undefined) sheet.addRow(cols.map((c) => c.header)).commit();
+  sheet.commit();
+  await workbook.commit();
+  return count;
+}
+
+/** The XLSX format for `createImportHandler({ formats })` and `createExportHandler({ formats })`. */
+export function xlsxFormat(): SpreadsheetFormat {
+  return {
+    name: "xlsx",
+    openSheet: async (path, sheet) => openSheet(path, sheet),
+    writeSheet,
+  };
+}
