@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueue, enqueueMany, getJob, migrate, type JobsDatabase } from "../../src/index.js";
 import { waitFor } from "../helpers/backends.js";
 import { Child, fixture, killAll, type Message } from "./helpers/children.js";
+import { enqueued, finalJobs, historyOf, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { postgresBinDir, startPrivatePostgres, type PrivatePostgres } from "./helpers/private-postgres.js";
 import { scaled, timeoutMs } from "./helpers/scale.js";
 import type { WorkerConfig } from "./fixtures/worker.js";
@@ -67,6 +69,7 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       pollInterval: POLL_INTERVAL,
       poolSize: 5,
       tables: { steps: `"${SCHEMA}".steps` },
+      history: true,
     };
     const child = new Child(workerId, [fixture("worker.ts"), JSON.stringify(config)]);
     children.push(child);
@@ -83,8 +86,11 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       const steps = (n: number, holdMs?: number) =>
         Array.from({ length: n }, (_, i) => ({ task: "steps", payload: { steps: 3, ms: 10, ...(holdMs && i % 10 === 0 ? { holdMs } : {}) }, maxAttempts: 10 }));
 
+      const history: HistoryEvent[] = [];
+      const acknowledge = (ids: number[]) => history.push(...ids.map((id) => enqueued(id, "test")));
+
       // 1. pg_ctl restart -m fast in the middle of a run.
-      await enqueueMany(steps(BATCH), { db, queue: QUEUE });
+      acknowledge(await enqueueMany(steps(BATCH), { db, queue: QUEUE }));
       await waitFor("a third of the first batch done", async () => ((await done()) ?? 0) >= BATCH / 3, 60_000);
       const restartAt = Date.now();
       await server.restart("fast");
@@ -92,7 +98,7 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       for (const w of workers) expect(errorsSince(w, restartAt).length).toBeGreaterThan(0); // each saw it
 
       // 2. Every connection cut (pg_terminate_backend), some inside an open checkpoint transaction.
-      await enqueueMany(steps(BATCH, 400), { db, queue: QUEUE });
+      acknowledge(await enqueueMany(steps(BATCH, 400), { db, queue: QUEUE }));
       await waitFor("a checkpoint transaction open on the server", () =>
         scalar(`SELECT count(*) AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()`),
       );
@@ -127,6 +133,7 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
         if (through !== db) await through.close();
       }
       await server.start();
+      const faultsEndedAt = Date.now();
       const outageMs = Date.now() - stoppedAt;
       expect(await scalar(`SELECT count(*) AS n FROM ${db.table} WHERE idempotency_key = 'during-the-outage'`)).toBe(0);
       expect(await scalar(`SELECT count(*) AS n FROM ${db.table}`)).toBe(2 * BATCH);
@@ -150,6 +157,7 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       for (let probe = 0; probe < 2; probe++) {
         const enqueuedAt = Date.now();
         const id = await enqueue("steps", { steps: 1, ms: 1 }, { db, queue: QUEUE });
+        acknowledge([id]);
         await waitFor(`probe ${probe} done`, async () => (await getJob(id, { db }))?.status === "done", POLL_INTERVAL * 1000);
         pickups.push(Date.now() - enqueuedAt);
       }
@@ -162,6 +170,13 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       const missing = await scalar(`SELECT count(*) AS n FROM ${db.table} j WHERE NOT EXISTS (SELECT 1 FROM "${SCHEMA}".steps s WHERE s.job_id = j.id)`);
       expect(missing).toBe(0);
       expect((await Promise.all(workers.map((w) => w.stop()))).map((e) => e.code)).toEqual([0, 0]);
+
+      // The history of every run, judged against the table (RELIABILITY.md, "The history checker").
+      // Read once the workers stopped: a completion can be in the table before its line is printed.
+      // A handler runs once its start write has left; a write cut on its way may go uncounted.
+      const finals = await finalJobs((sql) => db.executor.query(sql), db.table);
+      const violations = checkHistory([...history, ...historyOf(workers)], finals, { uncountedStartsBefore: faultsEndedAt });
+      expect(violations, describeViolations(violations)).toEqual([]);
       console.info(`[reliability] postgres restart: ${2 * BATCH + 2} jobs, outage ${outageMs} ms, probe pickups ${pickups.join(" / ")} ms`);
     },
     timeoutMs(180, 600),

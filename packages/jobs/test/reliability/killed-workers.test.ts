@@ -7,6 +7,8 @@ import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { Fleet } from "./helpers/fleet.js";
 import { inList } from "./helpers/dialect.js";
 import { effectTables } from "./helpers/effects.js";
+import { died, enqueued, finalJobs, historyOf, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { count, expectSettled, finished } from "./helpers/queue.js";
 import { LONG, scaled, timeoutMs } from "./helpers/scale.js";
 
@@ -59,6 +61,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
           pollInterval: 0.2,
           poolSize: 5,
           tables: { effects, first },
+          history: true,
         },
         WORKERS,
       );
@@ -72,6 +75,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
         { db: t.db, queue: QUEUE },
       );
       ids.forEach((id, i) => i % 50 === 7 && failing.add(id));
+      const history: HistoryEvent[] = ids.map((id) => enqueued(id, "test"));
 
       // Watches the jobs each dead worker held until they are taken back, timing it on the database clock.
       const held: Held[] = [];
@@ -129,6 +133,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
           const candidates = slots.map((c, slot) => ({ c, slot })).filter(({ c }) => c.running && holding.has(c.label));
           return candidates.length ? candidates[Math.floor(Math.random() * candidates.length)] : undefined;
         });
+        history.push(died(victim.c.label));
         victim.c.kill("SIGKILL");
         expect(await victim.c.exited).toMatchObject({ signal: "SIGKILL" });
         killed.push(victim.c.label);
@@ -182,6 +187,11 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
 
       // The survivors shut down cleanly.
       expect((await fleet.stop()).map((e) => e.code)).toEqual(new Array(WORKERS).fill(0));
+
+      // The history of every run, judged against the table (RELIABILITY.md, "The history checker").
+      // Read once every worker stopped: a completion can be in the table before its line is printed.
+      const violations = checkHistory([...history, ...historyOf(fleet.all)], await finalJobs((sql) => t.db.executor.query(sql), t.db.table));
+      expect(violations, describeViolations(violations)).toEqual([]);
       console.info(
         `[reliability] ${backend.name}: ${JOBS} jobs, ${KILLS} kills, ${held.length} jobs held by dead workers, ${twice.length} ran twice; ` +
           `max reclaim after lease end ${Math.max(...held.map((h) => h.reclaimedAt!.getTime() - h.lockedUntil.getTime()))} ms${LONG ? " (long)" : ""}`,

@@ -9,13 +9,19 @@ import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { effectTables } from "./helpers/effects.js";
 import { Fleet } from "./helpers/fleet.js";
 import { hostAndPort, startProxy, viaProxy, type Proxy } from "./helpers/proxy.js";
+import { enqueued, finalJobs, historyOf } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { count, finished } from "./helpers/queue.js";
 
 /** What the queue's own pools allow for a new connection (pg: connectionTimeoutMillis; mysql2: connectTimeout). */
 const CONNECT_TIMEOUT_S = 10;
 const DEFAULT_PORTS = { postgres: 5432, mysql: 3306, sqlite: 0 };
 
-describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network cut ($name)", (backend) => {
+const served = backends().filter((b) => b.name !== "sqlite");
+// A file with no suite fails the run: without a server backend (FORGE_TEST_BACKENDS=sqlite), say why it is empty.
+describe.skipIf(served.length > 0)("a silent network cut", () => it.skip("needs PostgreSQL or MariaDB (FORGE_TEST_BACKENDS)", () => undefined));
+
+describe.each(served)("a silent network cut ($name)", (backend) => {
   let t: TestDatabase;
   let proxy: Proxy;
   let tables: { effects: string; first: string };
@@ -46,6 +52,7 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network c
           pollInterval: 0.2,
           poolSize: 4,
           tables,
+          history: true,
         },
         1,
         { prefix },
@@ -105,6 +112,7 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network c
     // The network comes back (the old connections are gone): the cut-off worker's late writes
     // about the jobs it was running are refused, and it reconnects by itself.
     proxy.heal("reset");
+    const healedAt = Date.now();
     await far!.waitForMessage(
       "its late writes refused",
       () => started.every((id) => far!.messages.some((m) => m.type === "job:fenced" && m.job === id)),
@@ -119,5 +127,11 @@ describe.each(backends().filter((b) => b.name !== "sqlite"))("a silent network c
     for (const id of after) expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", result: { worker: far!.label } });
     far!.assertRunning();
     expect((await cutOff.stop()).map((e) => e.code)).toEqual([0]);
+
+    // The history of every run, judged against the table (RELIABILITY.md, "The history checker").
+    // A start write stuck in the cut may never land: its run's attempt can go uncounted.
+    const history = [...[...ids, ...after].map((id) => enqueued(id, "test")), ...historyOf([...cutOff.all, ...healthy.all])];
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table), { uncountedStartsBefore: healedAt });
+    expect(violations, describeViolations(violations)).toEqual([]);
   }, 90_000);
 });

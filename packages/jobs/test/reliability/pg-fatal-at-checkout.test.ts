@@ -75,7 +75,11 @@ async function startFatalProxy(target: { host: string; port: number }): Promise<
   };
 }
 
-describe.each(backends().filter((b) => b.name === "postgres"))("a FATAL in the same chunk as a new connection's ReadyForQuery ($name)", (backend) => {
+const served = backends().filter((b) => b.name === "postgres");
+// A file with no suite fails the run: without PostgreSQL (FORGE_TEST_BACKENDS), say why it is empty.
+describe.skipIf(served.length > 0)("a FATAL at checkout", () => it.skip("needs PostgreSQL (FORGE_TEST_BACKENDS)", () => undefined));
+
+describe.each(served)("a FATAL in the same chunk as a new connection's ReadyForQuery ($name)", (backend) => {
   let t: TestDatabase;
   let proxy: Awaited<ReturnType<typeof startFatalProxy>>;
   let db: JobsDatabase;

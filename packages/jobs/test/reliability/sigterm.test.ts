@@ -1,5 +1,5 @@
 // Point 5 of the reliability issue: stopping a worker process. The process is the CLI itself,
-// `forge-jobs worker <handlers>`, run from its source entry (src/cli.ts, the code dist/cli.js
+// `forge-jobs worker <handlers>`, run from its source entry (src/cli.ts, the code dist/cli.cjs
 // is built from) so the test never runs a stale build. One SIGTERM: in-flight jobs get the
 // grace period, the prefetched and the unfinished ones are handed back without using an
 // attempt, exit 0. A second SIGTERM: exit at once (130); the lease brings the jobs back.

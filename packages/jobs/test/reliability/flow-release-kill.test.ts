@@ -1,0 +1,74 @@
+// Issue 19 point 6, with real processes: a worker SIGKILLed at random moments around the
+// completion of a batch's last items (and of a dependent's last dependencies) leaves the batch
+// callback and the dependent runnable exactly once, after the lost jobs are taken back: the
+// completion and the release are one transaction, so a kill lands before both or after both.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { drain, enqueue, enqueueBatch, getJob, reclaim } from "../../src/index.js";
+import { backends, type TestDatabase } from "../helpers/backends.js";
+import type { WorkerConfig } from "./fixtures/worker.js";
+import { Child, fixture, killAll } from "./helpers/children.js";
+import { effectTables } from "./helpers/effects.js";
+import { sleep } from "./helpers/queue.js";
+
+const ROUNDS = 6;
+
+describe.each(backends())("dependents and batch callbacks after a SIGKILLed worker ($name)", (backend) => {
+  let t: TestDatabase;
+  let tables: { effects: string; first: string };
+  const children: Child[] = [];
+
+  beforeAll(async () => {
+    t = await backend.create();
+    tables = await effectTables(t);
+  });
+  afterAll(async () => {
+    await killAll(children);
+    await t.close();
+  });
+
+  it(`${ROUNDS} rounds: killed while completing the last items, the callback and the dependent each run exactly once`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const queue = `items-${round}`;
+      const after = `after-${round}`;
+      // Short runs, so the kill (10-70 ms after the worker starts) lands among claims, runs and completions.
+      const { ids, callbackId } = await enqueueBatch(
+        Array.from({ length: 4 }, (_, i) => ({ task: "effect", payload: { ms: 5 + ((i * 7 + round * 3) % 20) }, maxAttempts: 5 })),
+        { db: t.db, queue, onComplete: { task: "callback", payload: { round } } },
+      );
+      // The callback goes to the `after` queue: only this test's drain runs it, never the doomed worker.
+      await t.sql("UPDATE {jobs} SET queue = $1 WHERE id = $2", [after, callbackId]);
+      const dependent = await enqueue("dependent", null, { db: t.db, queue: after, dependsOn: ids });
+
+      const config: WorkerConfig = {
+        url: t.url,
+        schema: t.schema,
+        workerId: `doomed-${round}`,
+        queue,
+        concurrency: 4,
+        lease: 30,
+        sweepInterval: 0,
+        pollInterval: 0.02,
+        tables,
+      };
+      const child = new Child(config.workerId, [fixture("worker.ts"), JSON.stringify(config)]);
+      children.push(child);
+      await child.waitForMessage("started", (m) => m.type === "worker:started", 30_000);
+      await sleep(10 + ((round * 13) % 60));
+      child.kill("SIGKILL");
+      expect(await child.exited).toMatchObject({ signal: "SIGKILL" });
+
+      // After the lease (lease 0: the worker is dead, no heartbeat will come), the rest runs here.
+      await reclaim({ db: t.db, lease: 0, queue });
+      await drain({ effect: () => "again" }, { db: t.db, queue });
+      for (const id of ids) expect((await getJob(id, { db: t.db }))?.status).toBe("done");
+      expect((await getJob(callbackId as number, { db: t.db }))?.status).toBe("pending");
+      expect((await getJob(dependent, { db: t.db }))?.status).toBe("pending");
+
+      const runs: number[] = [];
+      const handlers = { callback: () => void runs.push(callbackId as number), dependent: () => void runs.push(dependent) };
+      expect(await drain(handlers, { db: t.db, queue: after })).toBe(2);
+      expect(runs.sort((a, b) => a - b)).toEqual([callbackId, dependent].sort((a, b) => (a as number) - (b as number)));
+      expect(await drain(handlers, { db: t.db, queue: after })).toBe(0);
+    }
+  }, 180_000);
+});

@@ -1,0 +1,159 @@
+// The history checker (helpers/history-check.ts) on histories written by hand: a clean one
+// passes, and each invariant has a history with one planted violation that only it catches.
+import { describe, expect, it } from "vitest";
+import type { FinalJob, HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations, INVARIANTS, type Invariant } from "./helpers/history-check.js";
+
+/**
+ * Four jobs through the kinds of runs the fault tests see: a plain one; one whose worker died
+ * and whose job was reclaimed; one that failed and was retried; one taken from a frozen worker
+ * whose late heartbeat and completion were refused.
+ */
+function clean(): { history: HistoryEvent[]; finals: FinalJob[] } {
+  const history: HistoryEvent[] = [
+    { kind: "enqueued", at: 0, job: 1, by: "p" },
+    { kind: "enqueued", at: 1, job: 2, by: "p" },
+    { kind: "enqueued", at: 2, job: 3, by: "p" },
+    { kind: "enqueued", at: 3, job: 4, by: "p" },
+    { kind: "claimed", at: 10, job: 1, attempt: 1, token: "t1", worker: "w1" },
+    { kind: "heartbeat", at: 15, sentAt: 14, job: 1, token: "t1", worker: "w1", accepted: true },
+    { kind: "completed", at: 20, sentAt: 19, job: 1, token: "t1", worker: "w1", accepted: true },
+    { kind: "claimed", at: 11, job: 2, attempt: 1, token: "t2a", worker: "w2" },
+    { kind: "died", at: 12, worker: "w2" },
+    { kind: "reclaimed", at: 40, job: 2, attempts: 1, worker: "w1", status: "pending" },
+    { kind: "claimed", at: 41, job: 2, attempt: 2, token: "t2b", worker: "w1" },
+    { kind: "completed", at: 50, sentAt: 49, job: 2, token: "t2b", worker: "w1", accepted: true },
+    { kind: "claimed", at: 12, job: 3, attempt: 1, token: "t3a", worker: "w1" },
+    { kind: "failed", at: 13, sentAt: 13, job: 3, token: "t3a", worker: "w1", accepted: true, willRetry: true },
+    { kind: "claimed", at: 60, job: 3, attempt: 2, token: "t3b", worker: "w1" },
+    { kind: "completed", at: 61, sentAt: 61, job: 3, token: "t3b", worker: "w1", accepted: true },
+    { kind: "claimed", at: 13, job: 4, attempt: 1, token: "t4a", worker: "w3" },
+    { kind: "reclaimed", at: 45, job: 4, attempts: 1, worker: "w1", status: "pending" },
+    { kind: "claimed", at: 46, job: 4, attempt: 2, token: "t4b", worker: "w1" },
+    { kind: "heartbeat", at: 70, sentAt: 69, job: 4, token: "t4a", worker: "w3", accepted: false },
+    { kind: "completed", at: 71, sentAt: 70, job: 4, token: "t4a", worker: "w3", accepted: false },
+    { kind: "completed", at: 72, sentAt: 71, job: 4, token: "t4b", worker: "w1", accepted: true },
+  ];
+  const finals: FinalJob[] = [
+    { id: 1, status: "done", attempts: 1 },
+    { id: 2, status: "done", attempts: 2 },
+    { id: 3, status: "done", attempts: 2 },
+    { id: 4, status: "done", attempts: 2 },
+  ];
+  return { history, finals };
+}
+
+function invariantsBroken(history: HistoryEvent[], finals: FinalJob[]): Invariant[] {
+  return [...new Set(checkHistory(history, finals).map((v) => v.invariant))].sort();
+}
+
+/** Replaces the one event matching `match` (there must be exactly one) by `change(event)`. */
+function edit(history: HistoryEvent[], match: (e: HistoryEvent) => boolean, change: (e: HistoryEvent) => HistoryEvent | null): HistoryEvent[] {
+  expect(history.filter(match)).toHaveLength(1);
+  return history.flatMap((e) => (match(e) ? [change(e)].filter((x): x is HistoryEvent => x !== null) : [e]));
+}
+
+describe("history checker", () => {
+  it("passes a clean history of deaths, reclaims, retries and refused stale writes", () => {
+    const { history, finals } = clean();
+    const violations = checkHistory(history, finals);
+    expect(violations, describeViolations(violations)).toEqual([]);
+  });
+
+  const planted: Record<Invariant, () => { history: HistoryEvent[]; finals: FinalJob[] }> = {
+    // An enqueue returned id 1 to its caller, and the row is gone (a failover lost it).
+    "acknowledged-present": () => {
+      const { history, finals } = clean();
+      return { history, finals: finals.filter((j) => j.id !== 1) };
+    },
+    // Job 2 claimed again while its first run was never handed back: two owners at once.
+    "one-live-claim": () => {
+      const { history, finals } = clean();
+      return {
+        history: edit(
+          history,
+          (e) => e.kind === "reclaimed" && e.job === 2,
+          () => null,
+        ),
+        finals,
+      };
+    },
+    // The frozen worker's heartbeat, sent after attempt 2 was claimed, extended the lease.
+    "no-stale-write": () => {
+      const { history, finals } = clean();
+      return {
+        history: edit(
+          history,
+          (e) => e.kind === "heartbeat" && e.token === "t4a",
+          (e) => ({ ...e, accepted: true }) as HistoryEvent,
+        ),
+        finals,
+      };
+    },
+    // Job 1's completion landed twice.
+    "one-completion": () => {
+      const { history, finals } = clean();
+      return { history: [...history, { kind: "completed", at: 25, sentAt: 19, job: 1, token: "t1", worker: "w1", accepted: true }], finals };
+    },
+    // The table forgot job 3's second attempt.
+    "attempts-monotonic": () => {
+      const { history, finals } = clean();
+      return { history, finals: finals.map((j) => (j.id === 3 ? { ...j, attempts: 1 } : j)) };
+    },
+    // Job 3 never got a verdict.
+    "every-job-ends": () => {
+      const { history, finals } = clean();
+      return {
+        history: edit(
+          history,
+          (e) => e.kind === "completed" && e.token === "t3b",
+          () => null,
+        ),
+        finals: finals.map((j) => (j.id === 3 ? { ...j, status: "running" } : j)),
+      };
+    },
+  };
+
+  it.each(INVARIANTS)("catches a planted violation of %s, and only that one", (invariant) => {
+    const { history, finals } = planted[invariant]();
+    expect(invariantsBroken(history, finals)).toEqual([invariant]);
+  });
+
+  it("admits a start lost at a fault (uncountedStartsBefore), and only before the fault ended", () => {
+    const { history, finals } = clean();
+    // Job 3's first run started as the connection died: its attempt went uncounted, its failure
+    // left attempts at 0, and the retry was handed attempt 1 again.
+    const lost = edit(
+      history,
+      (e) => e.kind === "claimed" && e.token === "t3b",
+      (e) => ({ ...e, attempt: 1 }) as HistoryEvent,
+    );
+    const uncounted = finals.map((j) => (j.id === 3 ? { ...j, attempts: 1 } : j));
+    expect(invariantsBroken(lost, uncounted)).toEqual(["attempts-monotonic"]);
+    expect(checkHistory(lost, uncounted, { uncountedStartsBefore: 30 })).toEqual([]);
+    // The run claimed at 12 is not before a fault that ended at 5: no excuse.
+    expect(checkHistory(lost, uncounted, { uncountedStartsBefore: 5 }).map((v) => v.invariant)).toEqual(["attempts-monotonic"]);
+  });
+
+  it("catches the other forms: attempts going back, a done job whose completion nobody saw, a token granted twice", () => {
+    const { history, finals } = clean();
+    const back = edit(
+      history,
+      (e) => e.kind === "claimed" && e.token === "t3b",
+      (e) => ({ ...e, attempt: 0 }) as HistoryEvent,
+    );
+    expect(invariantsBroken(back, finals)).toContain("attempts-monotonic");
+    const unseen = edit(
+      history,
+      (e) => e.kind === "completed" && e.token === "t1",
+      () => null,
+    );
+    expect(invariantsBroken(unseen, finals)).toEqual(["every-job-ends"]);
+    const twice = edit(
+      history,
+      (e) => e.kind === "claimed" && e.token === "t2b",
+      (e) => ({ ...e, token: "t2a" }) as HistoryEvent,
+    );
+    expect(invariantsBroken(twice, finals)).toContain("one-live-claim");
+  });
+});
