@@ -1,0 +1,165 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkpointIn, enqueue, enqueueMany, getJob, JobAbortedError, JobError, pendingCount, processOne, reclaim, type JobsDatabase } from "@forge/jobs";
+import { createTarget, type Backend, type Target } from "./targets.js";
+
+export type Isolation = "read committed" | "repeatable read";
+
+/** What the application has inside one of its ORM's transactions. */
+export interface OrmTx {
+  /** The queue over this transaction: the README example's adapter. */
+  jobs: JobsDatabase;
+  /** A business row written through the ORM itself. */
+  addOrder(item: string): Promise<void>;
+}
+
+/** One ORM on one backend, opened over a test database. */
+export interface OrmHarness {
+  /** Runs `fn` in a transaction of the ORM (its own API), committing unless `fn` throws. */
+  transaction<T>(fn: (tx: OrmTx) => Promise<T>, isolation?: Isolation): Promise<T>;
+  close(): Promise<void>;
+}
+
+const ROLLBACK = new Error("roll back on purpose");
+
+/** Runs `fn` in a transaction that is then rolled back (by throwing through the ORM). */
+async function rolledBack<T>(h: OrmHarness, fn: (tx: OrmTx) => Promise<T>, isolation?: Isolation): Promise<T> {
+  let value!: T;
+  const error = await h
+    .transaction(async (tx) => {
+      value = await fn(tx);
+      throw ROLLBACK;
+    }, isolation)
+    .catch((e: unknown) => e);
+  if (error !== ROLLBACK && (error as { cause?: unknown } | null)?.cause !== ROLLBACK) throw error;
+  return value;
+}
+
+/**
+ * The promise of transactional enqueue, held inside one ORM's transactions on one backend:
+ * commit publishes the row and the job together, rollback neither, no worker sees the job
+ * before the commit, keyed enqueues behave as outside, and checkpoints write the handler's
+ * batch and the progress in the ORM's transaction, fenced.
+ */
+export function describeOrm(orm: string, backend: Backend, open: (target: Target) => Promise<OrmHarness>): void {
+  describe(`${orm} on ${backend}`, () => {
+    let t: Target;
+    let h: OrmHarness;
+    beforeAll(async () => {
+      t = await createTarget(backend);
+      h = await open(t);
+    });
+    afterAll(async () => {
+      await h?.close();
+      await t?.drop();
+    });
+    // MariaDB's default level is REPEATABLE READ; the "as outside" cases ask for READ COMMITTED.
+    const readCommitted: Isolation | undefined = backend === "sqlite" ? undefined : "read committed";
+
+    it("commit publishes the order and its job together; no worker sees the job before the commit", async () => {
+      let seen: boolean | null = null;
+      const id = await h.transaction(async (tx) => {
+        await tx.addOrder("book");
+        const jobId = await enqueue("ship", { item: "book" }, { db: tx.jobs, queue: "commit" });
+        // From the queue's own connection: a worker polling now must find nothing. (SQLite:
+        // the ORM holds the write lock, so a claim would wait; a read sees the last commit.)
+        seen =
+          backend === "sqlite" ? (await getJob(jobId, { db: t.queue })) !== null : await processOne({ ship: () => "early" }, { db: t.queue, queue: "commit" });
+        return jobId;
+      }, readCommitted);
+      expect(seen).toBe(false);
+      expect(await t.orders()).toContain("book");
+      expect(await getJob(id, { db: t.queue })).toMatchObject({ status: "pending", payload: { item: "book" } });
+      expect(await processOne({ ship: () => "shipped" }, { db: t.queue, queue: "commit" })).toBe(true);
+      expect(await getJob(id, { db: t.queue })).toMatchObject({ status: "done", result: "shipped" });
+    });
+
+    it("rollback leaves neither the order nor its job", async () => {
+      const id = await rolledBack(h, async (tx) => {
+        await tx.addOrder("lamp");
+        return enqueue("ship", { item: "lamp" }, { db: tx.jobs, queue: "rollback" });
+      });
+      expect(await getJob(id, { db: t.queue })).toBeNull();
+      expect(await t.orders()).not.toContain("lamp");
+      expect(await pendingCount({ db: t.queue, queue: "rollback" })).toBe(0);
+    });
+
+    it("enqueueMany in the transaction: all the jobs with the commit, none with a rollback", async () => {
+      const items = Array.from({ length: 50 }, (_, i) => ({ task: "ship", payload: { i }, idempotencyKey: i % 10 === 0 ? `many-${i}` : undefined }));
+      await rolledBack(h, (tx) => enqueueMany(items, { db: tx.jobs, queue: "many" }));
+      expect(await pendingCount({ db: t.queue, queue: "many" })).toBe(0);
+      const ids = await h.transaction((tx) => enqueueMany(items, { db: tx.jobs, queue: "many" }), readCommitted);
+      expect(new Set(ids).size).toBe(50);
+      expect(await pendingCount({ db: t.queue, queue: "many" })).toBe(50);
+      expect((await getJob(ids[49]!, { db: t.queue }))!.payload).toEqual({ i: 49 });
+    });
+
+    it("a keyed enqueue in the transaction returns the committed winner's id, as outside it", async () => {
+      const winner = await enqueue("ship", { first: true }, { db: t.queue, queue: "keyed", idempotencyKey: "order-1" });
+      const [again, twice] = await h.transaction(async (tx) => {
+        const a = await enqueue("ship", { first: false }, { db: tx.jobs, queue: "keyed", idempotencyKey: "order-1" });
+        const b = await enqueue("ship", { new: true }, { db: tx.jobs, queue: "keyed", idempotencyKey: "order-2" });
+        const c = await enqueue("ship", { new: false }, { db: tx.jobs, queue: "keyed", idempotencyKey: "order-2" });
+        return [a, b === c ? b : -1];
+      }, readCommitted);
+      expect(again).toBe(winner);
+      expect(twice).toBeGreaterThan(0);
+      const [row] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM jobs WHERE queue = 'keyed'");
+      expect(Number(row!.n)).toBe(2);
+    });
+
+    it.skipIf(backend === "sqlite")(
+      "under REPEATABLE READ, a key committed after the snapshot gives the winner's id or a JobError saying what to do",
+      async () => {
+        const outcome = await rolledBack(
+          h,
+          async (tx) => {
+            await pendingCount({ db: tx.jobs, queue: "rr" }); // the snapshot is taken here
+            const winner = await enqueue("ship", { first: true }, { db: t.queue, queue: "rr", idempotencyKey: "rr-1" });
+            const id = await enqueue("ship", { first: false }, { db: tx.jobs, queue: "rr", idempotencyKey: "rr-1" }).catch((e: unknown) => e);
+            return { winner, id };
+          },
+          "repeatable read",
+        );
+        // PostgreSQL refuses the insert (40001); MariaDB reads the winner with a locking read.
+        if (backend === "postgres") expect(outcome.id).toBeInstanceOf(JobError);
+        if (typeof outcome.id === "number") expect(outcome.id).toBe(outcome.winner);
+        else {
+          expect(outcome.id).toBeInstanceOf(JobError);
+          expect((outcome.id as Error).message).toMatch(/outside the transaction or run it at READ COMMITTED/);
+        }
+        const [row] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM jobs WHERE queue = 'rr'");
+        expect(Number(row!.n)).toBe(1);
+      },
+    );
+
+    it("checkpointIn: the batch written through the ORM lands with the progress; once the job is taken over, the ORM rolls the batch back", async () => {
+      const id = await enqueue("import", { rows: 4 }, { db: t.queue, queue: "import", maxAttempts: 3 });
+      let fenced: unknown;
+      const ran = await processOne(
+        {
+          import: async (_payload: unknown, ctx) => {
+            await h.transaction(async (tx) => {
+              await checkpointIn(tx.jobs, ctx, { cursor: 2 }); // first: the job's row stays locked until the commit
+              await tx.addOrder("batch-1");
+            });
+            expect(await t.sql("SELECT progress FROM jobs WHERE id = $1", [id])).toHaveLength(1);
+            await reclaim({ db: t.queue, lease: 0 }); // another worker's turn: this run's token is stale
+            fenced = await h
+              .transaction(async (tx) => {
+                await tx.addOrder("batch-2");
+                await checkpointIn(tx.jobs, ctx, { cursor: 4 });
+              })
+              .catch((e: unknown) => e);
+            throw fenced;
+          },
+        },
+        { db: t.queue, queue: "import" },
+      );
+      expect(ran).toBe(true);
+      expect(fenced instanceof JobAbortedError || (fenced as Error).cause instanceof JobAbortedError).toBe(true);
+      expect(await t.orders()).toContain("batch-1");
+      expect(await t.orders()).not.toContain("batch-2");
+      expect(await getJob(id, { db: t.queue })).toMatchObject({ status: "pending", progress: { cursor: 2 } });
+    });
+  });
+}
