@@ -1,11 +1,27 @@
 import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
+import type { Executor } from "./db/executor.js";
 import { JobError } from "./errors.js";
-import { ADMIN_OPTION_KEYS, PRUNE_OPTION_KEYS, checkOptions, type AdminOptions, type PruneOptions } from "./options.js";
+import { pruneFlowEdges } from "./flow-prune.js";
+import { releaseEndedIds } from "./flow-release.js";
+import {
+  ADMIN_OPTION_KEYS,
+  DATABASE_OPTION_KEYS,
+  PRUNE_HISTORY_OPTION_KEYS,
+  PRUNE_OPTION_KEYS,
+  checkOptions,
+  type AdminOptions,
+  type DatabaseOptions,
+  type PruneHistoryOptions,
+  type PruneOptions,
+} from "./options.js";
+import { checkHistoryDialect, dropPartitions, listPartitions, moveBatch, restoreArchived, type HistoryPartition } from "./history.js";
 import { isUniqueViolation } from "./sql-errors.js";
-import { checkJobId, checkSeconds, checkTenant, describe } from "./validate.js";
+import { DEFAULT_PRUNE_BATCH, FINISHED, MAX_PRUNE_BATCH, pruneBatch, type FinishedStatus } from "./prune-batch.js";
+import { checkInteger, checkJobId, checkSeconds, checkTenant, describe } from "./validate.js";
 
-export type { AdminOptions, PruneOptions } from "./options.js";
+export type { AdminOptions, PruneHistoryOptions, PruneOptions } from "./options.js";
+export type { HistoryPartition } from "./history.js";
 
 /** Checked before anything runs: a typo'd option (`tenantId`) must not act unscoped. */
 function checkAdminCall(id: unknown, options: AdminOptions, where: string): { db: JobsDatabase; tenant: string | null } {
@@ -16,17 +32,21 @@ function checkAdminCall(id: unknown, options: AdminOptions, where: string): { db
 }
 
 /**
- * Cancels a pending or running job. A running handler sees its `ctx.signal` fire at its
+ * Cancels a pending, running or waiting job. A running handler sees its `ctx.signal` fire at its
  * worker's next lease extension, and its completion is refused (fenced).
  */
 export async function cancelJob(id: number, options: AdminOptions = {}): Promise<boolean> {
   const { db, tenant } = checkAdminCall(id, options, "cancelJob");
-  const { rowCount } = await db.executor.query(
-    `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
-     WHERE id = $1 AND status IN ('pending', 'running')${tenant === null ? "" : " AND tenant = $2"}`,
-    tenant === null ? [id] : [id, tenant],
-  );
-  return rowCount > 0;
+  // A waiting job can be cancelled too; its dependents and batch learn of it in the same transaction.
+  return db.executor.transaction(async (tx) => {
+    const { rowCount } = await tx.query(
+      `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
+       WHERE id = $1 AND status IN ('pending', 'running', 'waiting')${tenant === null ? "" : " AND tenant = $2"}`,
+      tenant === null ? [id] : [id, tenant],
+    );
+    if (rowCount > 0) await releaseEndedIds(db, tx, [id], "cancelled");
+    return rowCount > 0;
+  });
 }
 
 /**
@@ -35,14 +55,18 @@ export async function cancelJob(id: number, options: AdminOptions = {}): Promise
  */
 export async function retryJob(id: number, options: AdminOptions = {}): Promise<boolean> {
   const { db, tenant } = checkAdminCall(id, options, "retryJob");
-  try {
-    const { rowCount } = await db.executor.query(
+  const retry = (tx: Executor) =>
+    tx.query(
       `UPDATE ${db.table} SET status = 'pending', run_at = ${db.sql.now}, finished_at = NULL, updated_at = ${db.sql.now},
          max_attempts = CASE WHEN max_attempts > attempts THEN max_attempts ELSE attempts + 1 END
        WHERE id = $1 AND status IN ('failed', 'cancelled')${tenant === null ? "" : " AND tenant = $2"}`,
       tenant === null ? [id] : [id, tenant],
     );
-    return rowCount > 0;
+  try {
+    if ((await retry(db.executor)).rowCount > 0) return true;
+    if (db.dialect !== "postgres") return false;
+    // Moved to the history table by a prune: back into the jobs table and its queue, in one transaction.
+    return await db.executor.transaction(async (tx) => (await restoreArchived(db, tx, id, tenant)) && (await retry(tx)).rowCount > 0);
   } catch (error) {
     // Back to pending makes the job an active holder of its dedup key again: the only unique
     // index this UPDATE can run into.
@@ -65,10 +89,8 @@ async function dedupKeyHeld(db: JobsDatabase, id: number): Promise<JobError> {
   return new JobError(`retryJob: job ${id} cannot be retried: ${held}, pending or running; cancel that job or wait until it ends, then retry`, "id");
 }
 
-const FINISHED = ["done", "failed", "cancelled"] as const;
-
 /** A non-empty list of finished states: anything else would delete nothing, or be an SQL error (`IN ()`). */
-function checkStatuses(value: unknown): readonly string[] {
+function checkStatuses(value: unknown): readonly FinishedStatus[] {
   if (value === undefined) return FINISHED;
   if (!Array.isArray(value) || value.length === 0 || !value.every((s) => (FINISHED as readonly unknown[]).includes(s))) {
     throw new JobError(
@@ -76,19 +98,60 @@ function checkStatuses(value: unknown): readonly string[] {
       "statuses",
     );
   }
-  return [...new Set(value as string[])];
+  return [...new Set(value as FinishedStatus[])];
 }
 
-/** Deletes finished jobs (done, failed, cancelled) that ended more than `olderThan` seconds ago. */
+function checkInto(value: unknown, db: JobsDatabase): "history" | undefined {
+  if (value === undefined) return undefined;
+  if (value !== "history") throw new JobError(`prune: into must be "history" or left out (to delete), got ${describe(value)}`, "into");
+  checkHistoryDialect(db, "prune", "into");
+  return value;
+}
+
+/**
+ * Deletes finished jobs (done, failed, cancelled, or `statuses`) that ended more than
+ * `olderThan` seconds ago, oldest first, `batchSize` rows per statement: each batch is its own
+ * short transaction that locks only the finished rows it deletes, so workers claim and
+ * complete throughout a prune of millions. Returns how many were deleted. With
+ * `into: "history"` (PostgreSQL) they are moved to the history table instead, the same way.
+ */
 export async function prune(options: PruneOptions): Promise<number> {
   checkOptions(options, PRUNE_OPTION_KEYS, "prune");
   const olderThan = checkSeconds(options.olderThan, "olderThan");
   const statuses = checkStatuses(options.statuses);
+  const batch = options.batchSize === undefined ? DEFAULT_PRUNE_BATCH : checkInteger(options.batchSize, "batchSize", 1, MAX_PRUNE_BATCH);
   const db = resolveDb(options.db);
-  const placeholders = statuses.map((_, i) => `$${i + 2}`).join(", ");
-  const { rowCount } = await db.executor.query(`DELETE FROM ${db.table} WHERE status IN (${placeholders}) AND finished_at < ${db.sql.nowPlus("$1", "-")}`, [
-    olderThan,
-    ...statuses,
-  ]);
-  return rowCount;
+  const into = checkInto(options.into, db);
+  let deleted = 0;
+  for (;;) {
+    const n = into === "history" ? await moveBatch(db, olderThan, statuses, batch) : await pruneBatch(db, olderThan, statuses, batch);
+    deleted += n;
+    if (n < batch) break;
+    // A turn of the event loop between batches: SQLite answers synchronously, and a prune of
+    // millions in a worker's process would otherwise hold its timers (lease extensions) until done.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  // The edges of pruned jobs whose dependents had all ended.
+  if (deleted > 0) await pruneFlowEdges(db);
+  return deleted;
+}
+
+/**
+ * Drops the history table's days (partitions, PostgreSQL) that ended more than `olderThan`
+ * seconds ago: retention without deleting a row. Returns the days dropped (`YYYY-MM-DD`, UTC).
+ */
+export async function pruneHistory(options: PruneHistoryOptions): Promise<string[]> {
+  checkOptions(options, PRUNE_HISTORY_OPTION_KEYS, "pruneHistory");
+  const olderThan = checkSeconds(options.olderThan, "olderThan");
+  const db = resolveDb(options.db);
+  checkHistoryDialect(db, "pruneHistory", "pruneHistory");
+  return dropPartitions(db, olderThan);
+}
+
+/** The history table's days (partitions, PostgreSQL), oldest first, with their estimated rows and size. */
+export async function historyPartitions(options: DatabaseOptions = {}): Promise<HistoryPartition[]> {
+  checkOptions(options, DATABASE_OPTION_KEYS, "historyPartitions");
+  const db = resolveDb(options.db).forReading();
+  checkHistoryDialect(db, "historyPartitions", "historyPartitions");
+  return listPartitions(db);
 }

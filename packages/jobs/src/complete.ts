@@ -4,6 +4,7 @@ import { valueForId } from "./dialects/mysql.js";
 import type { Executor } from "./db/executor.js";
 import { errorMessage } from "./errors.js";
 import { failJob } from "./fail.js";
+import { releaseAfterEnd, type EndedJob } from "./flow-release.js";
 import { quotedBytes, statementBudget } from "./packet.js";
 import { refusedForItsValues } from "./refusals.js";
 import { forDialect, groupsBySize, runSql, type PerDialect, type Script } from "./sql.js";
@@ -16,7 +17,21 @@ export interface Completion {
   result: string | null;
 }
 
-const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | string; claim_token: string }>> = {
+/** A completed row: its token, and what releaseAfterEnd needs (read only by the flow path). */
+interface CompletedRow {
+  id: number | string;
+  claim_token: string;
+  has_dependents?: unknown;
+  batch_id?: number | string | null;
+}
+
+/**
+ * `flow`: false for the plain statement, which completes only jobs without dependents or a
+ * batch (the guard is read on the row's latest version, so a dependent enqueued meanwhile
+ * sends its job to the flow statement); true for the flow statement, which returns what the
+ * release needs and runs inside the transaction that releases (completeGroup).
+ */
+const COMPLETE: PerDialect<(db: JobsDatabase, flow: boolean) => string | Script<CompletedRow>> = {
   // Fenced by the token alone: it is cleared whenever a job leaves `running` (done here,
   // failed, reclaimed, cancelled, handed back), so a taken-over run matches nothing. Without a
   // `status = 'running'` condition the planner cannot drive the join from the jobs_running
@@ -24,46 +39,48 @@ const COMPLETE: PerDialect<(db: JobsDatabase) => string | Script<{ id: number | 
   // each batch into running-rows × batch comparisons — only from the primary key. And
   // `j.id = ANY($1)` makes that a primary-key index scan: with the join alone, a table of
   // 20,000 rows was read whole and hash-joined, a sequential scan per batch.
-  postgres: (db) => `
+  postgres: (db, flow) => `
     UPDATE ${db.table} AS j
     SET status = 'done', result = v.result::jsonb, finished_at = now(), updated_at = now(), locked_until = NULL, claim_token = NULL
     FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
-    WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim_token = v.token
-    RETURNING j.id, v.token::text AS claim_token`,
+    WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim_token = v.token${flow ? "" : " AND NOT j.has_dependents AND j.batch_id IS NULL"}
+    RETURNING j.id, v.token::text AS claim_token${flow ? ", j.has_dependents, j.batch_id" : ""}`,
   // One JSON array of [id, token, result] triples, read by one json_each: joining three
   // json_each (one per array) on their keys was a nested loop, quadratic in the batch, that
   // capped SQLite's throughput whatever the concurrency. Rows are found by id (rowid):
   // the unary + keeps `status = 'running'` from steering the planner to the jobs_running
   // index, a scan of every running row per element of the batch.
   sqlite:
-    (db) =>
+    (db, flow) =>
     (executor, [ids, tokens, results]) =>
-      executor.query<{ id: number | string; claim_token: string }>(
+      executor.query<CompletedRow>(
         `UPDATE ${db.table} AS j
        SET status = 'done', result = v.result, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL
        FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token, json_extract(e.value, '$[2]') AS result
              FROM json_each($1) AS e) AS v
-       WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'
-       RETURNING id, claim_token`,
+       WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'${flow ? "" : " AND NOT j.has_dependents AND j.batch_id IS NULL"}
+       RETURNING id, claim_token${flow ? ", has_dependents, batch_id" : ""}`,
         [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i], (results as (string | null)[])[i] ?? null]))],
       ),
-  // No UPDATE … RETURNING: lock the rows still ours, then update exactly those. Matched on
-  // (id, token) by lockOwnRuns, or a stale run's result could land beside its successor's.
+  // No UPDATE … RETURNING: lock the rows still ours, then update exactly those, in one
+  // transaction (completeGroup's). Matched on (id, token) by lockOwnRuns, or a stale run's
+  // result could land beside its successor's. One statement serves both: the flags come with the lock.
   mysql:
     (db) =>
-    (executor, [ids, tokens, results]) =>
-      lockUpdateRead(db, executor, {
-        lock: (tx) =>
-          lockOwnRuns(
+    (tx, [ids, tokens, results]) =>
+      lockUpdateRead(db, tx, {
+        lock: (t) =>
+          lockOwnRuns<{ id: number; claim_token: string; result: string | null }, Pick<CompletedRow, "has_dependents" | "batch_id">>(
             db,
-            tx,
+            t,
             (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string, result: (results as (string | null)[])[i] ?? null })),
+            ["has_dependents", "batch_id"],
           ),
         set: (kept) => ({
           set: `status = 'done', result = ${valueForId("$1", "$2")}, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL`,
           params: [kept.map((k) => k.result)],
         }),
-        answer: (kept) => kept.map(({ id, claim_token }) => ({ id, claim_token })),
+        answer: (kept): CompletedRow[] => kept.map(({ id, claim_token, has_dependents, batch_id }) => ({ id, claim_token, has_dependents, batch_id })),
       }),
 };
 
@@ -123,12 +140,38 @@ function bySize(completions: Completion[], budget: number, measure: (result: str
   return groupsBySize(completions, { maxBytes: budget }, (c) => ROW_OVERHEAD + (c.result === null ? 0 : measure(c.result)));
 }
 
+/**
+ * Completes a group: jobs nobody waits on in one statement, as before; the others (dependents,
+ * batch items, and the fenced, which the first statement cannot tell apart) in a transaction
+ * that also releases what waited on them (flow-release.ts), so a crash commits both or neither.
+ * MariaDB's completion is a transaction anyway: one pass does both.
+ */
 async function completeGroup(db: JobsDatabase, executor: Executor, completions: Completion[]): Promise<Set<string>> {
-  const { rows } = await runSql<{ id: number | string; claim_token: string }>(
-    executor,
-    forDialect(COMPLETE, db.dialect, "complete")(db),
-    [completions.map((c) => c.id), completions.map((c) => c.token), completions.map((c) => c.result)],
-    "complete",
-  );
-  return new Set(rows.map((r) => String(r.claim_token)));
+  const kept = new Set<string>();
+  let rest = completions;
+  if (db.dialect !== "mysql") {
+    const { rows } = await runSql<CompletedRow>(executor, forDialect(COMPLETE, db.dialect, "complete")(db, false), params(completions), "complete");
+    for (const row of rows) kept.add(String(row.claim_token));
+    rest = completions.filter((c) => !kept.has(c.token));
+    if (rest.length === 0) return kept;
+  }
+  return executor.transaction(async (tx) => {
+    const { rows } = await runSql<CompletedRow>(tx, forDialect(COMPLETE, db.dialect, "complete")(db, true), params(rest), "complete_flow");
+    for (const row of rows) kept.add(String(row.claim_token));
+    await releaseAfterEnd(db, tx, rows.map(endedDone));
+    return kept;
+  });
+}
+
+function params(completions: Completion[]): unknown[] {
+  return [completions.map((c) => c.id), completions.map((c) => c.token), completions.map((c) => c.result)];
+}
+
+function endedDone(row: CompletedRow): EndedJob {
+  return {
+    id: Number(row.id),
+    status: "done",
+    hasDependents: Boolean(Number(row.has_dependents ?? 0)),
+    batchId: row.batch_id === null || row.batch_id === undefined ? null : Number(row.batch_id),
+  };
 }

@@ -1,14 +1,15 @@
-import { existsSync } from "node:fs";
-import { resolve as resolvePath } from "node:path";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, resolve as resolvePath } from "node:path";
 import { JobError } from "./errors.js";
 import { JobsDatabase, type DatabaseSettings } from "./db/database.js";
 import type { DialectName, Executor } from "./db/executor.js";
 import type { Logger } from "./logger.js";
 import { checkIdentifier } from "./db/identifiers.js";
-import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool } from "./db/postgres.js";
+import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool, type PgMode } from "./db/postgres.js";
 import { isPrivateSqlite, isSqliteDatabase } from "./db/sqlite.js";
 import { createSqliteExecutor, wrapSqliteDatabase } from "./db/sqlite-open.js";
 import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnection, wrapMysqlPool } from "./db/mysql.js";
+import { QueryExecutor, type QuerySource } from "./db/query-executor.js";
 import {
   CONNECT_OPTION_KEYS,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -37,8 +38,48 @@ function settingsFrom(options: ConnectOptions, where: string): DatabaseSettings 
   };
 }
 
-function bindAny(client: unknown): Executor {
-  if (isPgClient(client)) return new PgClientExecutor(client);
+/**
+ * The connection options of a PostgreSQL URL: behind a transaction pooler (declared, or
+ * `pgbouncer=true` in the URL, Prisma's spelling), no named statements and LISTEN only through
+ * `listenUrl`. A bad option is an error saying what to give.
+ */
+function pgModeOf(url: string | undefined, options: ConnectOptions): PgMode {
+  const { pooler, listenUrl } = options;
+  if (pooler !== undefined && pooler !== "none" && pooler !== "transaction") {
+    throw new JobError(`pooler must be "none" or "transaction", got ${JSON.stringify(pooler)}`, "pooler");
+  }
+  if (listenUrl !== undefined && (typeof listenUrl !== "string" || dialectOf(listenUrl) !== "postgres")) {
+    throw new JobError(`listenUrl must be a postgres:// or postgresql:// URL straight to the server, got ${describeUrl(listenUrl)}`, "listenUrl");
+  }
+  const pooled = pooler === undefined ? url !== undefined && /[?&]pgbouncer=true(&|$)/i.test(url) : pooler === "transaction";
+  return { prepared: !pooled, listen: listenUrl !== undefined ? { url: listenUrl } : pooled ? null : "pool" };
+}
+
+/** PostgreSQL-only options given for another backend: an error, never silently ignored. */
+function checkPgOnly(options: ConnectOptions, dialect: DialectName): void {
+  for (const key of ["pooler", "listenUrl", "readUrl"] as const) {
+    if (options[key] !== undefined && dialect !== "postgres") throw new JobError(`${key} is a PostgreSQL option; this database is ${dialect}`, key);
+  }
+}
+
+/** The replica's executor for `readUrl` (PostgreSQL: streaming replicas, hot standbys). */
+function replicaOf(dialect: DialectName, options: ConnectOptions): Executor | undefined {
+  const { readUrl } = options;
+  if (readUrl === undefined) return undefined;
+  if (dialect !== "postgres") throw new JobError(`readUrl is a PostgreSQL option (a streaming replica); this database is ${dialect}`, "readUrl");
+  if (typeof readUrl !== "string" || dialectOf(readUrl) !== "postgres") {
+    throw new JobError(`readUrl must be a postgres:// or postgresql:// URL of a replica, got ${describeUrl(readUrl)}`, "readUrl");
+  }
+  // A replica never runs a worker: no LISTEN connection is ever opened to it.
+  return new PgPoolExecutor(createPgPool(readUrl, options.poolSize), true, { ...pgModeOf(readUrl, options), listen: null });
+}
+
+function describeUrl(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(redact(value)) : typeof value;
+}
+
+function bindAny(client: unknown, prepared = true): Executor {
+  if (isPgClient(client)) return new PgClientExecutor(client, false, prepared);
   if (isMysqlConnection(client)) return wrapMysqlConnection(client);
   if (isSqliteDatabase(client)) return wrapSqliteDatabase(client);
   throw new JobError("bind() takes a pg client, a mysql2 connection or a better-sqlite3 database", "db");
@@ -78,8 +119,11 @@ function open(url: string | undefined, options: ConnectOptions, readOnly: boolea
   const settings = settingsFrom(options, "connect");
   const dialect = dialectOf(target);
   let executor: Executor;
+  // Every option checked before anything is opened (an SQLite file is created on opening).
+  const mode = pgModeOf(target, options);
+  const replica = dialect === null ? undefined : checkedReplica(dialect, options);
   if (dialect === "postgres") {
-    executor = new PgPoolExecutor(createPgPool(target, options.poolSize), true);
+    executor = new PgPoolExecutor(createPgPool(target, options.poolSize), true, mode);
   } else if (dialect === "mysql") {
     executor = createMysqlExecutor(target.replace(/^mariadb:/i, "mysql:"), options.poolSize);
   } else if (dialect === "sqlite") {
@@ -88,6 +132,8 @@ function open(url: string | undefined, options: ConnectOptions, readOnly: boolea
     if (readOnly && !isPrivateSqlite(path) && !existsSync(path)) {
       throw new JobError(`no SQLite database at ${resolvePath(path)}: check the path (forge-jobs migrate creates the database)`, "url");
     }
+    // SQLite creates the file, not its folder: `sqlite:data/app.db` in a fresh clone has no data/.
+    if (!readOnly && !isPrivateSqlite(path)) mkdirSync(dirname(resolvePath(path)), { recursive: true });
     executor = createSqliteExecutor(path, { readOnly });
   } else {
     throw new JobError(
@@ -95,18 +141,41 @@ function open(url: string | undefined, options: ConnectOptions, readOnly: boolea
       "url",
     );
   }
-  return new JobsDatabase(executor, settings, bindAny);
+  return new JobsDatabase(executor, settings, (client) => bindAny(client, mode.prepared), replica);
+}
+
+/** The queue on a driver object's executor, with the replica and binding the options ask for. */
+function withOptions(executor: Executor, settings: DatabaseSettings, options: ConnectOptions, mode: PgMode): JobsDatabase {
+  return new JobsDatabase(executor, settings, (client) => bindAny(client, mode.prepared), checkedReplica(executor.dialect, options));
+}
+
+function checkedReplica(dialect: DialectName, options: ConnectOptions): Executor | undefined {
+  checkPgOnly(options, dialect);
+  return replicaOf(dialect, options);
 }
 
 /** Wraps a driver object the application already has, keeping one wrapper per object. */
 export function fromDriver(db: object, options: ConnectOptions = {}): JobsDatabase {
   const settings = settingsFrom(options, "fromDriver");
-  if (isPgPool(db)) return new JobsDatabase(new PgPoolExecutor(db, false), settings, bindAny);
-  if (isPgClient(db)) return new JobsDatabase(new PgClientExecutor(db), settings, bindAny);
-  if (isMysqlPool(db)) return new JobsDatabase(wrapMysqlPool(db), settings, bindAny);
-  if (isMysqlConnection(db)) return new JobsDatabase(wrapMysqlConnection(db), settings, bindAny);
-  if (isSqliteDatabase(db)) return new JobsDatabase(wrapSqliteDatabase(db), settings, bindAny);
+  // A pool made from a URL still says `pgbouncer=true` in it.
+  const mode = pgModeOf(isPgPool(db) ? (db as { options?: { connectionString?: string } }).options?.connectionString : undefined, options);
+  if (isPgPool(db)) return withOptions(new PgPoolExecutor(db, false, mode), settings, options, mode);
+  if (isPgClient(db)) return withOptions(new PgClientExecutor(db, false, mode.prepared), settings, options, mode);
+  if (isMysqlPool(db)) return withOptions(wrapMysqlPool(db), settings, options, mode);
+  if (isMysqlConnection(db)) return withOptions(wrapMysqlConnection(db), settings, options, mode);
+  if (isSqliteDatabase(db)) return withOptions(wrapSqliteDatabase(db), settings, options, mode);
   throw new JobError("db must be a database from connect(), a pg Pool or client, a mysql2 pool or connection, or a better-sqlite3 Database", "db");
+}
+
+/**
+ * The queue inside a transaction it did not open, an ORM's (Prisma, Drizzle, Kysely, Knex,
+ * TypeORM…): `source.query(sql, params)` runs one statement in that transaction through the
+ * ORM's raw-SQL call. The result is accepted as `db` everywhere (`enqueue`, `enqueueMany`,
+ * `checkpointIn`…), and what the queue writes through it commits or rolls back with the ORM's
+ * work. Make one per transaction: the ORM owns BEGIN, COMMIT and ROLLBACK.
+ */
+export function fromQuery(source: QuerySource, options: Omit<ConnectOptions, "poolSize"> = {}): JobsDatabase {
+  return new JobsDatabase(new QueryExecutor(source), settingsFrom(options, "fromQuery"));
 }
 
 const wrapped = new WeakMap<object, JobsDatabase>();

@@ -4,6 +4,8 @@ import type { Executor } from "./db/executor.js";
 import { JobError } from "./errors.js";
 import { insertStatement } from "./insert-statement.js";
 import { findExisting, snapshotError } from "./key-conflicts.js";
+import { insertFlow, type InsertJobs } from "./flow-enqueue.js";
+import { readFlowPlan } from "./flow-spec.js";
 import { hasKey, isItemShaped, prepareJob, type InsertedRow, type NewJob } from "./new-job.js";
 import {
   DEFAULT_QUEUE,
@@ -46,7 +48,10 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   const db = resolveDb(options.db);
   const job = prepareJob(task, payload, options, DEFAULT_QUEUE, db.settings.maxPayloadBytes, null);
   if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
-  const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) => insertJobs(db, db.executor, [traced(job, trace)], ownField));
+  const plan = readFlowPlan([options], ownField);
+  const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) =>
+    plan ? insertFlow(db, [traced(job, trace)], plan, inserter(db), ownField) : insertJobs(db, db.executor, [traced(job, trace)], ownField),
+  );
   wakeLocalWorkers(db, [job]);
   countEnqueued([job]);
   return id as number;
@@ -83,8 +88,10 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
       (i) => `items[${i}].payload`,
     );
   const first = jobs[0] as NewJob;
+  const plan = readFlowPlan(items, (i, name) => `items[${i}].${name}`);
   const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {
     for (const job of jobs) traced(job, trace);
+    if (plan) return insertFlow(db, jobs, plan, inserter(db), (i, name) => `items[${i}].${name}`);
     const chunks = chunked(jobs, forDialect(CHUNK, db.dialect, "chunk size"));
     // One keyless statement is atomic by itself; key conflicts are resolved after the insert,
     // and one can still refuse the batch then (a key held by another tenant).
@@ -97,6 +104,21 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
 }
 
 const ownField: FieldName = (_index, field) => field;
+
+/**
+ * Inserts checked jobs on `executor`, already inside a transaction (a flow's, a batch's): one
+ * statement per chunk, ids in input order. `offset` numbers the items in error messages.
+ */
+export async function insertInTransaction(db: JobsDatabase, executor: Executor, jobs: NewJob[], offset = 0): Promise<number[]> {
+  const all: number[] = [];
+  for (const chunk of chunked(jobs, forDialect(CHUNK, db.dialect, "chunk size")))
+    all.push(...(await insertJobs(db, executor, chunk, itemField(offset + all.length))));
+  return all;
+}
+
+function inserter(db: JobsDatabase): InsertJobs {
+  return (tx, jobs) => insertInTransaction(db, tx, jobs);
+}
 
 function itemField(offset: number): FieldName {
   return (index, field) => `items[${offset + index}].${field}`;

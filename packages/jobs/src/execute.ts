@@ -1,6 +1,7 @@
 import type { ClaimedJob } from "./claim.js";
 import { loseJob, type RunAbort } from "./abort.js";
 import { saveCheckpoint } from "./checkpoint.js";
+import { registerRun } from "./checkpoint-in.js";
 import type { JobsDatabase } from "./db/database.js";
 import { isPermanent } from "./errors.js";
 import { extendLeases } from "./lease.js";
@@ -10,6 +11,7 @@ import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
 import type { RunDeps, RunOutcome } from "./settle.js";
 import { maintenanceHandler } from "./maintenance.js";
 import { scheduledAtOf } from "./schedule-rows.js";
+import { readBatchSummary, readDependencies } from "./flow-reads.js";
 import { isReturnedSnooze, snoozeRequest } from "./snooze.js";
 import { withExecutionSpan } from "./telemetry.js";
 
@@ -46,15 +48,20 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
       return owned;
     },
     checkpoint: async (progress, work) => {
-      const saved = await saveCheckpoint(deps.db, job, deps.lease, progress, work as ((tx: unknown) => unknown) | undefined);
-      if (saved) ctx.progress = progress;
-      else {
-        deps.emitter.emit("job:fenced", { job: info, write: "checkpoint" });
-        loseJob(abort, info);
-      }
-      return saved;
+      const outcome = await saveCheckpoint(deps.db, job, deps.lease, progress, work as ((tx: unknown) => unknown) | undefined);
+      if (outcome.saved) ctx.progress = outcome.progress;
+      else checkpointFenced();
+      return outcome.saved;
     },
+    dependencies: () => readDependencies(deps.db, job.id, job.tenant),
+    batch: () => readBatchSummary(deps.db, job.id, job.tenant),
   };
+  function checkpointFenced(): void {
+    deps.emitter.emit("job:fenced", { job: info, write: "checkpoint" });
+    loseJob(abort, info);
+  }
+  // checkpointIn (the same fenced write in the application's transaction) finds the run by its ctx.
+  registerRun(ctx, { db: deps.db, job, lease: deps.lease, fenced: checkpointFenced });
   return withExecutionSpan(
     info,
     job.traceContext,

@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "./db/database.js";
+import { releaseEndedIds } from "./flow-release.js";
 
 export type FailureOutcome =
   /** Back to pending, to run again after `delay` seconds. */
@@ -53,8 +54,14 @@ export function storableErrorText(text: string): string {
  */
 export async function failJob(db: JobsDatabase, id: number, token: string, outcome: FailureOutcome, error: string | null): Promise<boolean> {
   const delay = outcome.kind === "retry" || outcome.kind === "snooze" ? outcome.delay : 0;
-  const { rowCount } = await db.executor.query(failSql(db), [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)], "fail");
-  return rowCount > 0;
+  const params = [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)];
+  if (outcome.kind !== "fail") return (await db.executor.query(failSql(db), params, "fail")).rowCount > 0;
+  // Failed for good: its dependents and batch learn of it in the same transaction.
+  return db.executor.transaction(async (tx) => {
+    if ((await tx.query(failSql(db), params, "fail")).rowCount === 0) return false;
+    await releaseEndedIds(db, tx, [id], "failed");
+    return true;
+  });
 }
 
 /** How often a running job has snoozed and may snooze; null when `token` no longer holds it. */

@@ -4,7 +4,17 @@ export { runWorker, createWorker, Worker, type WorkerOptions } from "./worker.js
 export { getJob, pendingCount, statusCounts, type ReadOptions } from "./status.js";
 export { heartbeat, DEFAULT_LEASE_SECONDS } from "./lease.js";
 export { reclaim, WORKER_LOST_PREFIX, type ReclaimOptions, type ReclaimedJob } from "./reclaim.js";
-export { cancelJob, retryJob, prune } from "./admin.js";
+export {
+  cancelJob,
+  retryJob,
+  prune,
+  pruneHistory,
+  historyPartitions,
+  type AdminOptions,
+  type PruneOptions,
+  type PruneHistoryOptions,
+  type HistoryPartition,
+} from "./admin.js";
 export { handler } from "./handlers.js";
 export { listJobs, type ListJobsOptions, type JobListItem, type JobList } from "./list.js";
 export { observeQueueDepth } from "./queue-metrics.js";
@@ -25,7 +35,7 @@ export {
   type ScheduleChange,
   type ScheduleStatus,
 } from "./schedules.js";
-export { scheduleMaintenance, PRUNE_TASK, RECLAIM_TASK, type MaintenanceOptions } from "./maintenance.js";
+export { scheduleMaintenance, PRUNE_TASK, PRUNE_HISTORY_TASK, RECLAIM_TASK, type MaintenanceOptions } from "./maintenance.js";
 export { observeFlowControl } from "./flow-metrics.js";
 export { migrate, migrationSql, schemaVersion, latestVersion, type MigrateResult } from "./migrate.js";
 export { connect, closeDefaultDatabase, DEFAULT_SQLITE_FILE, type ConnectOptions, type DbLike } from "./connect.js";
@@ -46,6 +56,9 @@ export type {
   DoneJob,
   FailedJob,
   CancelledJob,
+  WaitingJob,
+  DependencyInfo,
+  BatchSummary,
   JobHandler,
   JobContext,
   JobInfo,
@@ -55,3 +68,8 @@ export type {
   TaskName,
   PayloadOf,
 } from "./types.js";
+export { fromQuery } from "./connect.js";
+export type { QuerySource, QueryAnswer } from "./db/query-executor.js";
+export { checkpointIn } from "./checkpoint-in.js";
+export { enqueueBatch, type EnqueueBatchOptions, type BatchCallback, type EnqueuedBatch } from "./batch-enqueue.js";
+export type { DependencyFailurePolicy } from "./options.js";

@@ -63,15 +63,16 @@ export function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: stri
     // One job: a plain VALUES row and its NOTIFY inline, lighter to plan than the unnest form.
     // Without keys, only the id comes back; a job due now notifies, a delayed one does not.
     const job = jobs[0] as NewJob;
-    // ($1, the channel, must appear in the statement either way, or it has no type.)
-    const woke = job.delay === 0 ? "pg_notify($1, queue)" : "$1::text";
+    // ($1, the channel, must appear in the statement either way, or it has no type. The column
+    // is text, not pg_notify's void: an ORM's raw query (Prisma) refuses to read a void column.)
+    const woke = job.delay === 0 ? "pg_notify($1, queue)::text" : "$1::text";
     const sql = keyed
       ? `
       WITH ins AS (
         INSERT INTO ${db.table} (${INSERT_COLUMNS}) VALUES (${exprs.join(", ")}) ${conflict}
         RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
       )
-      SELECT id, idempotency_key, dedup_key, CASE WHEN ready THEN pg_notify($1, queue) END AS woke FROM ins`
+      SELECT id, idempotency_key, dedup_key, CASE WHEN ready THEN pg_notify($1, queue)::text END AS woke FROM ins`
       : `
       WITH ins AS (INSERT INTO ${db.table} (${INSERT_COLUMNS}) VALUES (${exprs.join(", ")}) RETURNING id, queue)
       SELECT id, ${woke} AS woke FROM ins`;

@@ -65,6 +65,9 @@ const COLUMNS = {
   concurrency_key: { decode: keyOrNull },
   snoozes: { decode: number },
   max_snoozes: { decode: number },
+  batch_id: { decode: (value: unknown) => (value === null || value === undefined ? null : Number(value)) },
+  has_dependents: { decode: flag },
+  on_dependency_failure: { decode: textOrNull },
   /** Whether the run's attempt has been counted (a claimed job held unstarted has not). */
   started: { decode: flag, expression: (column: (name: string) => string) => `${column("started_at")} IS NOT NULL` },
 } satisfies Record<string, ColumnSpec>;
@@ -130,6 +133,9 @@ export const JOB_COLUMNS = [
   "concurrency_key",
   "snoozes",
   "max_snoozes",
+  "batch_id",
+  "has_dependents",
+  "on_dependency_failure",
 ] as const satisfies readonly JobColumn[];
 
 export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
@@ -156,6 +162,10 @@ export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
     concurrencyKey: row.concurrency_key,
     snoozes: row.snoozes,
     maxSnoozes: row.max_snoozes,
+    // Filled in by getJob from the dependencies table (see flow-reads.ts).
+    dependsOn: [] as number[],
+    dependents: [] as number[],
+    batchId: row.batch_id,
   };
   switch (row.status) {
     case "pending":
@@ -167,5 +177,7 @@ export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
     case "done":
     case "cancelled":
       return { ...base, status: row.status, finishedAt: row.finished_at ?? base.updatedAt };
+    case "waiting":
+      return { ...base, status: "waiting" };
   }
 }

@@ -73,7 +73,7 @@ const COLUMNS = [
  */
 export async function listJobs(options: ListJobsOptions = {}): Promise<JobList> {
   checkOptions(options, LIST_OPTION_KEYS, "listJobs");
-  const db = resolveDb(options.db);
+  const db = resolveDb(options.db).forReading();
   const where: string[] = [];
   const params: unknown[] = [];
   const add = (condition: (p: string) => string, value: unknown) => where.push(condition(`$${params.push(value)}`));

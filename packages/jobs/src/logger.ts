@@ -1,4 +1,4 @@
-/** Any object with these four methods: pino, console, winston … */
+/** Any pino-compatible logger — these four methods, called `(fields, message)`: pino, a pino child (Fastify's `app.log`), console, winston … */
 export interface Logger {
   debug(obj: object, msg?: string): void;
   info(obj: object, msg?: string): void;

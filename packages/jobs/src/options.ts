@@ -76,17 +76,31 @@ export interface JobOptions {
   concurrencyKey?: string;
   /** Snoozes allowed (see `snooze`) before the job fails saying so. Default 100. */
   maxSnoozes?: number;
+  /**
+   * Ids of jobs (same tenant) this one waits for: it stays `waiting` until every one has ended,
+   * and runs once all are `done`. In `enqueueMany`, an item may also name another item's `ref`.
+   */
+  dependsOn?: readonly number[];
+  /** What happens when a dependency fails for good or is cancelled: fail this job (default), cancel it, or run it anyway. */
+  onDependencyFailure?: DependencyFailurePolicy;
 }
+
+/** See `JobOptions.onDependencyFailure`. */
+export type DependencyFailurePolicy = "fail" | "cancel" | "run";
 
 export interface EnqueueOptions extends JobOptions {
   /** A database from connect(), a pool, or a client inside your own transaction. */
   db?: DbLike;
 }
 
-export interface EnqueueManyItem<T extends string = string> extends Omit<JobOptions, "queue"> {
+export interface EnqueueManyItem<T extends string = string> extends Omit<JobOptions, "queue" | "dependsOn"> {
   task: T;
   payload?: PayloadOf<T>;
   queue?: string;
+  /** A name for this item that other items of the same call list in their `dependsOn` (a flow in one call). */
+  ref?: string;
+  /** Job ids, or `ref`s of items of the same call. */
+  dependsOn?: readonly (number | string)[];
 }
 
 export interface EnqueueManyOptions {
@@ -168,6 +182,20 @@ export interface PruneOptions {
   olderThan: number;
   /** Which finished states to delete. Default all three. */
   statuses?: ("done" | "failed" | "cancelled")[];
+  /** Rows deleted per statement (each its own short transaction), 1 to 100,000. Default 1,000. */
+  batchSize?: number;
+  /**
+   * `"history"` (PostgreSQL only): move the jobs into the history table, partitioned by the UTC
+   * day they finished, instead of deleting them; `getJob` still finds them, `retryJob` brings a
+   * failed one back, and `pruneHistory` drops whole days. Omitted: the jobs are deleted.
+   */
+  into?: "history";
+  db?: DbLike;
+}
+
+export interface PruneHistoryOptions {
+  /** Drop the days (partitions) that ended more than this many seconds ago. Required. */
+  olderThan: number;
   db?: DbLike;
 }
 
@@ -203,6 +231,27 @@ export interface ConnectOptions {
   maxResultBytes?: number;
   /** Connections in the pool (PostgreSQL, MariaDB). Default 10. */
   poolSize?: number;
+  /**
+   * PostgreSQL: `"transaction"` when the URL reaches the server through a pooler in transaction
+   * mode (PgBouncer `pool_mode = transaction`, and poolers like it), where consecutive transactions
+   * may run on different server connections: no named prepared statements, and no LISTEN through
+   * it (wake-ups come from `listenUrl`, else workers poll). Default: `"transaction"` when the URL
+   * has `pgbouncer=true` in its query string, else `"none"`.
+   */
+  pooler?: "none" | "transaction";
+  /**
+   * PostgreSQL: a URL straight to the server (not through a transaction pooler) for the one
+   * LISTEN connection each worker holds for wake-ups. Default: the queue's own URL, or none
+   * behind a transaction pooler (workers then poll every `pollInterval`, said once at start).
+   */
+  listenUrl?: string;
+  /**
+   * PostgreSQL: a read replica (a streaming replica, a hot standby) for the reads that only display: `getJob`, `listJobs`,
+   * `pendingCount`, `statusCounts`, the dashboard's pages and `forge-jobs status`. They may lag
+   * the primary by the replica's replication delay. Every write, and every read a worker or a
+   * write depends on, stays on the primary. Default: none (everything on the URL).
+   */
+  readUrl?: string;
 }
 
 /** The keys of `T`, in the record's order (error messages list them so). */
@@ -222,11 +271,13 @@ const JOB_KEYS: Record<keyof JobOptions, true> = {
   group: true,
   concurrencyKey: true,
   maxSnoozes: true,
+  dependsOn: true,
+  onDependencyFailure: true,
 };
 const PROCESS_KEYS: Record<keyof ProcessOptions, true> = { queue: true, db: true, lease: true, events: true, logger: true };
 
 export const ENQUEUE_OPTION_KEYS = keysOf<EnqueueOptions>({ ...JOB_KEYS, db: true });
-export const ENQUEUE_ITEM_KEYS = keysOf<EnqueueManyItem>({ task: true, payload: true, ...JOB_KEYS });
+export const ENQUEUE_ITEM_KEYS = keysOf<EnqueueManyItem>({ task: true, payload: true, ref: true, ...JOB_KEYS });
 export const ENQUEUE_MANY_OPTION_KEYS = keysOf<EnqueueManyOptions>({ queue: true, db: true });
 export const WORKER_OPTION_KEYS = keysOf<WorkerOptions>({
   queue: true,
@@ -248,11 +299,20 @@ export const DRAIN_OPTION_KEYS = keysOf<DrainOptions>({ ...PROCESS_KEYS, maxJobs
 export const READ_OPTION_KEYS = keysOf<ReadOptions>({ db: true, tenant: true });
 export const QUEUE_READ_OPTION_KEYS = keysOf<QueueReadOptions>({ db: true, tenant: true, queue: true });
 export const ADMIN_OPTION_KEYS = keysOf<AdminOptions>({ db: true, tenant: true });
-export const PRUNE_OPTION_KEYS = keysOf<PruneOptions>({ olderThan: true, statuses: true, db: true });
+export const PRUNE_OPTION_KEYS = keysOf<PruneOptions>({ olderThan: true, statuses: true, batchSize: true, into: true, db: true });
+export const PRUNE_HISTORY_OPTION_KEYS = keysOf<PruneHistoryOptions>({ olderThan: true, db: true });
 export const RECLAIM_OPTION_KEYS = keysOf<ReclaimOptions>({ lease: true, queue: true, db: true });
 export const HEARTBEAT_OPTION_KEYS = keysOf<HeartbeatOptions>({ lease: true, db: true });
 export const DATABASE_OPTION_KEYS = keysOf<DatabaseOptions>({ db: true });
-export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({ schema: true, maxPayloadBytes: true, maxResultBytes: true, poolSize: true });
+export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({
+  schema: true,
+  maxPayloadBytes: true,
+  maxResultBytes: true,
+  poolSize: true,
+  pooler: true,
+  listenUrl: true,
+  readUrl: true,
+});
 
 /**
  * Checked before anything runs, at every public entry point: a typo'd option (`tenantId`,

@@ -1,6 +1,7 @@
 import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import { lockUpdateRead } from "./dialects/lock-update-read.js";
+import { releaseEndedIds } from "./flow-release.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 import { RECLAIM_OPTION_KEYS, checkOptions, type ReclaimOptions } from "./options.js";
 import { checkName, checkSeconds } from "./validate.js";
@@ -121,7 +122,13 @@ function reclaimSet(db: JobsDatabase, prefix: string): string {
  * lease it holds (0 = every running job); null: only jobs whose own lease has expired.
  */
 export async function reclaimJobs(db: JobsDatabase, silentFor: number | null, queue: string | null): Promise<ReclaimedJob[]> {
-  const { rows } = await runSql<ReclaimedRow>(db.executor, forDialect(RECLAIM, db.dialect, "reclaim")(db), [silentFor, queue, WORKER_LOST_PREFIX]);
+  // One transaction: a job failed here releases its dependents and batch with it.
+  const rows = await db.executor.transaction(async (tx) => {
+    const reclaimed = (await runSql<ReclaimedRow>(tx, forDialect(RECLAIM, db.dialect, "reclaim")(db), [silentFor, queue, WORKER_LOST_PREFIX])).rows;
+    const failed = reclaimed.filter((r) => r.status === "failed").map((r) => Number(r.id));
+    await releaseEndedIds(db, tx, failed, "failed");
+    return reclaimed;
+  });
   return rows.map((r) => ({ id: Number(r.id), queue: r.queue, task: r.task, attempts: Number(r.attempts), status: r.status }));
 }
 

@@ -1,4 +1,5 @@
 import { resolveDb } from "./connect.js";
+import { releaseEndedIds } from "./flow-release.js";
 import { cronSlots } from "./cron-slots.js";
 import type { JobsDatabase } from "./db/database.js";
 import { enqueue } from "./enqueue.js";
@@ -168,12 +169,25 @@ async function removeSchedule(db: JobsDatabase, name: string): Promise<boolean> 
 
 /** Cancels a schedule's runs that have not started: what `unschedule` and `pauseSchedule` promise. */
 export async function cancelPendingRuns(db: JobsDatabase, name: string): Promise<number> {
-  const { rowCount } = await db.executor.query(
-    `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
-     WHERE status = 'pending' AND idempotency_key LIKE $1 ESCAPE '!'`,
-    [slotKeyPattern(name)],
-  );
-  return rowCount;
+  // A run that other jobs depend on releases them (by their policy) in the same transaction.
+  return db.executor.transaction(async (tx) => {
+    const awaited = await tx.query<{ id: number | string }>(
+      `SELECT id FROM ${db.table} WHERE status = 'pending' AND idempotency_key LIKE $1 ESCAPE '!' AND has_dependents${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
+      [slotKeyPattern(name)],
+    );
+    const { rowCount } = await tx.query(
+      `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
+       WHERE status = 'pending' AND idempotency_key LIKE $1 ESCAPE '!'`,
+      [slotKeyPattern(name)],
+    );
+    await releaseEndedIds(
+      db,
+      tx,
+      awaited.rows.map((r) => Number(r.id)),
+      "cancelled",
+    );
+    return rowCount;
+  });
 }
 
 /** Removes a schedule and cancels its pending runs; running ones finish. False when there was none. */

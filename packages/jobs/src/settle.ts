@@ -103,6 +103,11 @@ async function recordSnooze(
   }
 }
 
+function firstLine(text: string): string {
+  const end = text.indexOf("\n");
+  return end === -1 ? text : text.slice(0, end);
+}
+
 function reasonOf(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : errorMessage(error);
 }
@@ -159,7 +164,10 @@ async function recordFailure(
       durationMs,
       willRetry,
       retryInSeconds: delay,
-      err: message,
+      // One line per failed attempt: the error's name and message; its stack is in the job's
+      // last error (getJob, forge-jobs show, the dashboard's job page), not repeated here.
+      err: firstLine(reasonOf(outcome.error)),
+      ...(outcome.notSnoozed === undefined ? {} : { notSnoozed: outcome.notSnoozed }),
     },
     willRetry ? `job ${job.id} (${job.task}) failed, retrying in ${delay}s` : `job ${job.id} (${job.task}) failed`,
   );

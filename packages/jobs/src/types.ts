@@ -1,4 +1,5 @@
-export type JobStatus = "pending" | "running" | "done" | "failed" | "cancelled";
+/** `waiting`: its dependencies (`dependsOn`) or its batch's items have not all ended; never claimed meanwhile. */
+export type JobStatus = "pending" | "running" | "done" | "failed" | "cancelled" | "waiting";
 
 /**
  * A task name may carry its payload type as a phantom, so that
@@ -38,6 +39,12 @@ interface JobFields {
   snoozes: number;
   /** Snoozes allowed before it fails. */
   maxSnoozes: number;
+  /** The jobs it waits for (`dependsOn`), in id order; empty for most jobs. */
+  dependsOn: number[];
+  /** The jobs that wait for it, in id order; empty for most jobs. */
+  dependents: number[];
+  /** The batch (`enqueueBatch`) it is an item of, or null. */
+  batchId: number | null;
 }
 
 export type PendingJob = JobFields & { status: "pending" };
@@ -45,9 +52,30 @@ export type RunningJob = JobFields & { status: "running"; lockedUntil: Date; hea
 export type DoneJob = JobFields & { status: "done"; finishedAt: Date };
 export type FailedJob = JobFields & { status: "failed"; finishedAt: Date; lastError: string };
 export type CancelledJob = JobFields & { status: "cancelled"; finishedAt: Date };
+export type WaitingJob = JobFields & { status: "waiting" };
 
 /** What `getJob` returns: one row of the jobs table, discriminated by `status`. */
-export type Job = PendingJob | RunningJob | DoneJob | FailedJob | CancelledJob;
+export type Job = PendingJob | RunningJob | DoneJob | FailedJob | CancelledJob | WaitingJob;
+
+/** One dependency of a running job, as `ctx.dependencies()` reads it. */
+export interface DependencyInfo {
+  id: number;
+  task: string;
+  /** done, or failed/cancelled when the job runs under `onDependencyFailure: "run"`. */
+  status: JobStatus;
+  /** Its handler's result (JSON), or null. */
+  result: unknown;
+}
+
+/** What a batch's callback reads with `ctx.batch()`: how its items ended. */
+export interface BatchSummary {
+  batchId: number;
+  done: number;
+  failed: number;
+  cancelled: number;
+  /** Ids of the items that failed, in id order. */
+  failedIds: number[];
+}
 
 /** What a handler learns about the job it runs. */
 export interface JobInfo {
@@ -76,9 +104,15 @@ export interface JobContext {
   /**
    * Runs `work(tx)` — the handler's own writes, on the queue's connection — and saves
    * `progress`, in one transaction fenced by the claim token. Resolves false (and rolls
-   * everything back) when the job was taken over.
+   * everything back) when the job was taken over. `progress` may be a function of what
+   * `work` returned: it is called once the work ran, inside the same transaction, and its
+   * value saved (for progress that counts what the work did).
    */
-  checkpoint<Tx = unknown>(progress: unknown, work?: (tx: Tx) => unknown): Promise<boolean>;
+  checkpoint<Tx = unknown, R = unknown>(progress: unknown, work?: (tx: Tx) => R): Promise<boolean>;
+  /** The jobs this one depended on (`dependsOn`), with their status and result, in id order; empty without dependencies. */
+  dependencies(): Promise<DependencyInfo[]>;
+  /** For a batch's callback (`enqueueBatch`'s `onComplete`): how the items ended; null for any other job. */
+  batch(): Promise<BatchSummary | null>;
 }
 
 /** `(payload, ctx) => result`; the resolved value is stored as the job's `result` (JSON). */
@@ -96,6 +130,8 @@ export interface StatusCountsByState {
   failed: number;
   done: number;
   cancelled: number;
+  /** Waiting on dependencies or on a batch: not claimable yet, and not counted as pending. */
+  waiting: number;
 }
 
 /** One queue's counters, as shown by `forge-jobs status`. */

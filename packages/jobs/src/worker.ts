@@ -131,6 +131,7 @@ export class Worker {
       if (this.settings.schedules) this.timers.push(repeat(this.settings.pollMs, schedulerPass(this.db, this.settings.pollMs, this.deps.logger), maintenance));
       this.emitter.emit("worker:started", { workerId: this.id, queues, concurrency });
       this.deps.logger.info({ workerId: this.id, queues, concurrency }, "worker started");
+      if (this.db.executor.pollingNotice) this.deps.logger.info({ workerId: this.id }, this.db.executor.pollingNotice);
       if (!signal?.aborted) await (this.looping = this.loop());
       await this.stop();
     } finally {

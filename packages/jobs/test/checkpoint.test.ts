@@ -44,6 +44,41 @@ describe.each(backends())("checkpoint: the handler's writes and its progress in 
     expect(await itemNumbers(1, 10)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   });
 
+  it("progress given as a function is computed from what the work returned, and saved in its transaction", async () => {
+    const id = await enqueue("counted", null, { db: t.db, queue: "cp-fn" });
+    const seen: unknown[] = [];
+    await processOne(
+      {
+        counted: async (_p, ctx: JobContext) => {
+          await ctx.checkpoint({ created: 0 }, undefined);
+          const saved = await ctx.checkpoint(
+            (result: unknown) => ({ created: (result as { created: number }).created }),
+            async (tx) => {
+              await t.execOn(tx, `INSERT INTO ${items} (n) VALUES (300), (301)`);
+              return { created: 2 };
+            },
+          );
+          seen.push(saved, ctx.progress);
+          // A fenced or failing work never calls the function: the saved progress stays.
+          await ctx
+            .checkpoint(
+              () => {
+                throw new Error("must not be called");
+              },
+              async (tx) => {
+                await t.execOn(tx, `INSERT INTO ${items} (n) VALUES (300)`); // duplicate key
+              },
+            )
+            .catch(() => undefined);
+        },
+      },
+      { db: t.db, queue: "cp-fn" },
+    );
+    expect(seen).toEqual([true, { created: 2 }]);
+    expect((await getJob(id, { db: t.db }))!.progress).toEqual({ created: 2 });
+    expect(await itemNumbers(300, 301)).toEqual([300, 301]);
+  });
+
   it("a work function that throws rolls back its writes and the progress", async () => {
     const id = await enqueue("partial", null, { db: t.db, queue: "cp2" });
     let rejected: unknown;

@@ -10,7 +10,7 @@ import { enqueue, getJob, listGroups, listLimits, processOne, setGroupWeight, se
 import { claimJobs } from "../src/claim.js";
 import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
 
-const BIN = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
 
 interface Result {
   code: number | null;
@@ -83,6 +83,9 @@ describe("forge-jobs CLI: usage", () => {
         "003_forge_jobs_drop_recent_finished.postgres.sql",
         "004_forge_jobs_flow_control.postgres.sql",
         "005_forge_jobs_schedules.postgres.sql",
+        "006_forge_jobs_dependencies_and_batches.postgres.sql",
+        "007_forge_jobs_finished_counts.postgres.sql",
+        "008_forge_jobs_finished_history.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
@@ -171,8 +174,9 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     }
   });
 
-  it("status prints QUEUE PENDING RUNNING FAILED DONE READY, and --json for scripts", async () => {
-    await enqueue("a", null, { db: t.db, queue: "mails" });
+  it("status prints QUEUE PENDING RUNNING FAILED DONE READY WAITING, and --json for scripts", async () => {
+    const first = await enqueue("a", null, { db: t.db, queue: "mails" });
+    await enqueue("after", null, { db: t.db, queue: "mails", dependsOn: [first] });
     await enqueue("a", null, { db: t.db, queue: "mails", availableIn: 600 });
     await enqueue("a", null, { db: t.db, queue: "exports" });
     await processOne({ a: () => undefined }, { db: t.db, queue: "exports" });
@@ -182,11 +186,11 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
       .trim()
       .split("\n")
       .map((l) => l.trim().split(/\s+/));
-    expect(lines[0]).toEqual(["QUEUE", "PENDING", "RUNNING", "FAILED", "DONE", "READY"]);
-    expect(lines).toContainEqual(["mails", "2", "0", "0", "0", "1"]);
-    expect(lines).toContainEqual(["exports", "0", "0", "0", "1", "0"]);
+    expect(lines[0]).toEqual(["QUEUE", "PENDING", "RUNNING", "FAILED", "DONE", "READY", "WAITING"]);
+    expect(lines).toContainEqual(["mails", "2", "0", "0", "0", "1", "1"]);
+    expect(lines).toContainEqual(["exports", "0", "0", "0", "1", "0", "0"]);
     const one = await cli(["status", "--queue", "mails", "--json", ...common]);
-    expect(JSON.parse(one.stdout)).toEqual([expect.objectContaining({ queue: "mails", ready: 1, total: 2 })]);
+    expect(JSON.parse(one.stdout)).toEqual([expect.objectContaining({ queue: "mails", ready: 1, total: 3 })]);
   });
 
   it("list, show, retry and cancel: filters, pages, the whole job, and bulk actions counted before --yes (issue 16.9)", async () => {
@@ -321,6 +325,22 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     expect(result.stdout).toMatch(/deleted [1-9]\d* finished job/);
     expect(await getJob(done, { db: t.db })).toBeNull();
     expect(await getJob(pending, { db: t.db })).not.toBeNull();
+  });
+
+  it("prune --status and --batch-size: only the states named, in batches; a bad value is a usage error", async () => {
+    const ids: number[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await enqueue("p", null, { db: t.db, queue: "prune-status" }));
+    for (let i = 0; i < 3; i++) await processOne({ p: () => undefined }, { db: t.db, queue: "prune-status" });
+    await t.sql("UPDATE {jobs} SET status = 'failed' WHERE id = $1", [ids[2]]);
+    await t.sql("UPDATE {jobs} SET finished_at = created_at WHERE queue = 'prune-status'");
+    await new Promise((r) => setTimeout(r, 20));
+    expect((await cli(["prune", "--older-than", "0s", "--batch-size", "0", ...common])).code).toBe(2);
+    const result = await cli(["prune", "--older-than", "0s", "--status", "done,cancelled", "--batch-size", "1", ...common]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/deleted [1-9]\d* finished job\(s\) older than 0s \(done, cancelled\)/);
+    expect(await getJob(ids[0]!, { db: t.db })).toBeNull();
+    expect(await getJob(ids[1]!, { db: t.db })).toBeNull();
+    expect((await getJob(ids[2]!, { db: t.db }))!.status).toBe("failed");
   });
 
   // Keyed jobs by SQL until the enqueue option `concurrencyKey` lands.

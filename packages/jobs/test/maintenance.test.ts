@@ -57,11 +57,19 @@ describe.each(backends())("the queue's own maintenance as schedules ($name)", (b
       { prune: { olderThan: 60 }, reclaim: { lease: -1 } },
       { prune: { olderThan: -1 } },
       { prune: { olderThan: 60, every: "1h" } },
+      { prune: { olderThan: 60, batchSize: 0 } },
       { reclaim: "yes" },
       { pruneAfter: 60 },
     ]) {
       await expect(scheduleMaintenance({ ...options, db: t.db } as never)).rejects.toBeInstanceOf(JobError);
     }
     expect(await listSchedules({ db: t.db })).toEqual([]);
+  });
+
+  it("passes batchSize to the scheduled prune", async () => {
+    await scheduleMaintenance({ prune: { olderThan: 60, statuses: ["done"], batchSize: 500 }, queue: "upkeep", db: t.db });
+    const [row] = await t.sql<{ payload: unknown }>(`SELECT payload FROM ${t.db.schedulesTable} WHERE name = $1`, [PRUNE_TASK]);
+    expect(typeof row!.payload === "string" ? JSON.parse(row!.payload) : row!.payload).toEqual({ olderThan: 60, statuses: ["done"], batchSize: 500 });
+    await scheduleMaintenance({ db: t.db });
   });
 });

@@ -6,7 +6,18 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { AggregationTemporality, MeterProvider, MetricReader, type DataPoint, type Histogram } from "@opentelemetry/sdk-metrics";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createWorker, enqueue, enqueueMany, JobError, observeFlowControl, observeQueueDepth, processOne, setLimit, type Logger } from "../src/index.js";
+import {
+  createWorker,
+  enqueue,
+  enqueueMany,
+  getJob,
+  JobError,
+  observeFlowControl,
+  observeQueueDepth,
+  processOne,
+  setLimit,
+  type Logger,
+} from "../src/index.js";
 import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 class TestReader extends MetricReader {
@@ -188,6 +199,35 @@ describe.each(backends())("observability ($name)", (backend) => {
     expect(typeof failures[0]!.fields.durationMs).toBe("number");
     expect(String(failures[0]!.fields.err)).toContain("smtp down");
     expect(failures[0]!.msg).toContain("retrying in 10s");
+  });
+
+  it("logs a failed attempt once, on one line: the error's name and message, its stack only in the job's last error (issue 16.14)", async () => {
+    const lines: { level: string; text: string }[] = [];
+    // What a JSON logger (pino) writes: one serialized object per call.
+    const logger: Logger = Object.fromEntries(
+      (["debug", "info", "warn", "error"] as const).map((level) => [
+        level,
+        (fields: object, msg?: string) => lines.push({ level, text: JSON.stringify({ ...fields, msg }) }),
+      ]),
+    ) as unknown as Logger;
+    const ids = [
+      await enqueue("twice", null, { db: t.db, queue: "logs-once", maxAttempts: 2 }),
+      await enqueue("twice", null, { db: t.db, queue: "logs-once", maxAttempts: 1 }),
+    ];
+    const fail = () => {
+      throw new TypeError("template missing\nsecond line of the message");
+    };
+    for (let i = 0; i < 2; i++) await processOne({ twice: fail }, { db: t.db, queue: "logs-once", logger });
+    const failures = lines.filter((l) => l.level === "warn" || l.level === "error");
+    expect(failures).toHaveLength(2);
+    expect(failures.map((l) => JSON.parse(l.text).jobId)).toEqual(ids);
+    for (const line of failures) {
+      const fields = JSON.parse(line.text) as { err: string };
+      expect(fields.err).toBe("TypeError: template missing");
+      expect(line.text).not.toContain("\\n");
+      expect(line.text).not.toMatch(/ at /);
+    }
+    expect((await getJob(ids[1]!, { db: t.db }))?.lastError).toMatch(/^TypeError: template missing\nsecond line of the message\n\s+at /);
   });
 });
 

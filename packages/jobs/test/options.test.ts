@@ -29,11 +29,14 @@ describe("the options module", () => {
       "group",
       "concurrencyKey",
       "maxSnoozes",
+      "dependsOn",
+      "onDependencyFailure",
       "db",
     ]);
     expect(ENQUEUE_ITEM_KEYS).toEqual([
       "task",
       "payload",
+      "ref",
       "queue",
       "maxAttempts",
       "availableIn",
@@ -44,6 +47,8 @@ describe("the options module", () => {
       "group",
       "concurrencyKey",
       "maxSnoozes",
+      "dependsOn",
+      "onDependencyFailure",
     ]);
     expect(DRAIN_OPTION_KEYS).toEqual([...PROCESS_OPTION_KEYS, "maxJobs", "signal"]);
     expect(WORKER_OPTION_KEYS).toHaveLength(13);

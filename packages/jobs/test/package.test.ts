@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, mkdir, rm, symlink, readFile } from "node:fs/promises";
+import { mkdtemp, mkdir, rm, symlink, readFile, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -84,9 +84,55 @@ describe("the packed @forge/jobs tarball", () => {
     });
     const { stdout } = await run("tar", ["-tzf", (await run("ls", [app])).stdout.split("\n").find((f) => f.endsWith(".tgz"))!], { cwd: app });
     const files = stdout.split("\n").filter(Boolean);
-    expect(files).toEqual(expect.arrayContaining(["package/dist/index.d.ts", "package/dist/index.d.cts", "package/dist/cli.js", "package/README.md"]));
+    expect(files).toEqual(
+      expect.arrayContaining([
+        "package/dist/index.d.ts",
+        "package/dist/index.d.cts",
+        "package/dist/cli.cjs",
+        "package/bin/forge-jobs.cjs",
+        "package/README.md",
+        "package/LICENSE",
+      ]),
+    );
+    // The CLI is CommonJS only (the bin requires it): no ESM build of it ships unused.
+    expect(files.filter((f) => /^package\/dist\/cli\.(js|mjs)$/.test(f))).toEqual([]);
     expect(files.some((f) => f.includes("/test/") || f.includes("/src/"))).toBe(false);
     const help = await run(process.execPath, [join(app, "node_modules/@forge/jobs", manifest.bin["forge-jobs"]!), "--help"], { cwd: app });
     expect(help.stdout).toContain("Usage: forge-jobs");
+  });
+});
+
+/**
+ * `pnpm install` links bins before `pnpm build` makes dist/: the bin must be a committed file
+ * (bin/forge-jobs.cjs), so `pnpm exec forge-jobs` works after the README's install and build.
+ */
+describe("the forge-jobs bin", () => {
+  it("is a committed file outside dist/, and package.json points at it", async () => {
+    const manifest = JSON.parse(await readFile(join(pkgDir, "package.json"), "utf8")) as { bin: Record<string, string>; files: string[] };
+    const target = manifest.bin["forge-jobs"]!;
+    expect(target.replace(/^\.\//, "")).not.toMatch(/^dist\//);
+    const { stdout } = await run("git", ["ls-files", "--error-unmatch", target], { cwd: pkgDir });
+    expect(stdout.trim()).toBe(target.replace(/^\.\//, ""));
+    expect(manifest.files).toContain(target.replace(/^\.\//, "").split("/")[0]);
+  });
+
+  it("runs the built CLI, and without a build says to build", async () => {
+    const bin = join(pkgDir, "bin", "forge-jobs.cjs");
+    const version = await run(process.execPath, [bin, "--version"]);
+    expect(version.stdout.trim()).toBe((JSON.parse(await readFile(join(pkgDir, "package.json"), "utf8")) as { version: string }).version);
+    // A copy of the package with no dist/: what a fresh clone has between install and build.
+    const copy = await mkdtemp(join(tmpdir(), "forge-bin-"));
+    try {
+      await mkdir(join(copy, "bin"));
+      await writeFile(join(copy, "bin", "forge-jobs.cjs"), await readFile(bin));
+      const missing = await run(process.execPath, [join(copy, "bin", "forge-jobs.cjs"), "--help"]).then(
+        () => null,
+        (error: { code: number; stderr: string }) => error,
+      );
+      expect(missing?.code).toBe(1);
+      expect(missing?.stderr).toMatch(/dist\/cli\.cjs is missing: build @forge\/jobs first \(pnpm build\)/);
+    } finally {
+      await rm(copy, { recursive: true, force: true });
+    }
   });
 });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listSchedules, schedule } from "../src/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
-const BIN = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
 
 /** Runs the built binary (pnpm build first), as an operator would. */
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -157,7 +157,7 @@ describe.each(backends())("every entry point refuses unknown options and a lease
     [
       "prune, unknown option",
       () => prune({ db: t.db, olderThan: 0, status: ["done"] } as never),
-      /^prune: unknown option "status"; allowed: olderThan, statuses, db$/,
+      /^prune: unknown option "status"; allowed: olderThan, statuses, batchSize, into, db$/,
     ],
     ["prune, options not an object", () => prune(null as never), /^prune: options must be an object, got null/],
     [
@@ -206,7 +206,7 @@ describe.each(backends())("every entry point refuses unknown options and a lease
     [
       "connect, unknown option",
       async () => connect(t.url, { schemaName: "x" } as never),
-      /^connect: unknown option "schemaName"; allowed: schema, maxPayloadBytes, maxResultBytes, poolSize$/,
+      /^connect: unknown option "schemaName"; allowed: schema, maxPayloadBytes, maxResultBytes, poolSize, pooler, listenUrl, readUrl$/,
     ],
   ];
 

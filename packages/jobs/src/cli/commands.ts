@@ -1,6 +1,5 @@
 import { mkdir, writeFile, access } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
 import { connect, connectForReading, dialectOf } from "../connect.js";
 import type { JobsDatabase } from "../db/database.js";
 import { dialectMigrationSql, migrate } from "../migrate.js";
@@ -8,16 +7,16 @@ import { connectionError, jobsPastLease, schedulesWithoutHandler, schemaState, t
 
 /** The migration that made the schedules table: an older schema has none to check. */
 const SCHEDULES_VERSION = 5;
-import { prune } from "../admin.js";
+import { prune, type PruneOptions } from "../admin.js";
 import { isMaintenanceTask } from "../maintenance.js";
 import { reclaim } from "../reclaim.js";
 import { statusCounts } from "../status.js";
-import type { Handlers } from "../types.js";
 import { createWorker } from "../worker.js";
 import { timerMs } from "../timers.js";
 import { flowOverview } from "../flow-overview.js";
 import { renderFlow } from "./flow-tables.js";
 import { renderStatus } from "./table.js";
+import { loadHandlers } from "./handlers-module.js";
 import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";
 
 export interface Io {
@@ -33,27 +32,14 @@ export interface Parsed {
 }
 
 /** The database the command names; `reading` for commands that must never create one. */
-export function openDatabase(p: Parsed, { reading = false } = {}): JobsDatabase {
+export function openDatabase(p: Parsed, { reading = false, listening = false } = {}): JobsDatabase {
   const url = (p.values["database-url"] as string | undefined) ?? process.env.DATABASE_URL;
   const schema = p.values.schema as string | undefined;
-  return (reading ? connectForReading : connect)(url, schema ? { schema } : {});
-}
-
-export async function loadHandlers(modulePath: string): Promise<Handlers> {
-  const url = pathToFileURL(resolve(modulePath)).href;
-  let loaded: Record<string, unknown>;
-  try {
-    // isolation-allow-dynamic: the application's handlers module, named on the command line
-    loaded = (await import(url)) as Record<string, unknown>;
-  } catch (error) {
-    throw new UsageError(`cannot load handlers module ${modulePath}: ${(error as Error).message.split("\n")[0]}`);
-  }
-  // CJS modules imported from ESM arrive as { default: module.exports }.
-  const candidate = (loaded.default as Record<string, unknown> | undefined)?.handlers ?? loaded.default ?? loaded.handlers;
-  if (typeof candidate !== "object" || candidate === null || Object.values(candidate).some((h) => typeof h !== "function")) {
-    throw new UsageError(`${modulePath} must export default (or 'handlers') an object of { taskName: handler function }`);
-  }
-  return candidate as Handlers;
+  // A read replica serves the commands that only read (status, list, show); the others never see it.
+  const readUrl = reading ? ((p.values["read-url"] as string | undefined) ?? (process.env.DATABASE_READ_URL || undefined)) : undefined;
+  // The worker's wake-ups straight to the server, when its URL goes through a transaction pooler.
+  const listenUrl = listening ? ((p.values["listen-url"] as string | undefined) ?? (process.env.DATABASE_LISTEN_URL || undefined)) : undefined;
+  return (reading ? connectForReading : connect)(url, { ...(schema ? { schema } : {}), ...(readUrl ? { readUrl } : {}), ...(listenUrl ? { listenUrl } : {}) });
 }
 
 export async function init(p: Parsed, io: Io): Promise<void> {
@@ -122,7 +108,7 @@ export async function status(p: Parsed, io: Io): Promise<void> {
   try {
     if (seconds === null) {
       const statuses = await read();
-      io.out(p.values.json ? JSON.stringify(statuses, null, 2) + "\n" : renderStatus(statuses) + renderFlow(await flowOverview(db)));
+      io.out(p.values.json ? JSON.stringify(statuses, null, 2) + "\n" : renderStatus(statuses) + renderFlow(await flowOverview(db.forReading())));
       return;
     }
     const stop = new AbortController();
@@ -136,7 +122,7 @@ export async function status(p: Parsed, io: Io): Promise<void> {
         const statuses = await read();
         const body = p.values.json
           ? JSON.stringify({ at: new Date().toISOString(), queues: statuses }) + "\n"
-          : `${clear}${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}${renderFlow(await flowOverview(db))}`;
+          : `${clear}${new Date().toISOString()}  (every ${seconds}s, Ctrl-C to stop)\n\n${renderStatus(statuses)}${renderFlow(await flowOverview(db.forReading()))}`;
         io.out(body);
         await sleepUnless(stop.signal, seconds * 1000);
       }
@@ -179,7 +165,7 @@ export async function runWorkerCommand(p: Parsed, io: Io): Promise<void> {
   const [modulePath] = p.positionals;
   if (!modulePath) throw new UsageError("worker needs the path of a handlers module: forge-jobs worker ./handlers.js");
   const handlers = await loadHandlers(modulePath);
-  const db = openDatabase(p);
+  const db = openDatabase(p, { listening: true });
   const stop = new AbortController();
   let signals = 0;
   const onSignal = (name: string) => {
@@ -270,9 +256,20 @@ export async function runPrune(p: Parsed, io: Io): Promise<void> {
   const text = p.values["older-than"] as string | undefined;
   if (!text) throw new UsageError("prune needs --older-than <duration>, e.g. --older-than 7d");
   const olderThan = parseDuration(text, "--older-than");
+  const statusText = p.values.status as string[] | undefined;
+  const statuses = statusText?.flatMap((s) => s.split(",")).map((s) => s.trim()) as PruneOptions["statuses"];
+  const batchText = p.values["batch-size"] as string | undefined;
+  const batchSize = batchText === undefined ? undefined : Number(batchText);
+  if (batchSize !== undefined && !(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= 100_000)) {
+    throw new UsageError(`--batch-size must be a whole number from 1 to 100000, got ${JSON.stringify(batchText)}`);
+  }
+  const into = p.values.into as string | undefined;
+  if (into !== undefined && into !== "history")
+    throw new UsageError(`--into takes "history" (PostgreSQL: move the jobs to the history table), got ${JSON.stringify(into)}`);
   const db = openDatabase(p);
   try {
-    io.out(`deleted ${await prune({ db, olderThan })} finished job(s) older than ${text}\n`);
+    const n = await prune({ db, olderThan, ...(statuses ? { statuses } : {}), ...(batchSize === undefined ? {} : { batchSize }), ...(into ? { into } : {}) });
+    io.out(`${into ? "moved to the history table" : "deleted"} ${n} finished job(s) older than ${text}${statuses ? ` (${statuses.join(", ")})` : ""}\n`);
   } finally {
     await db.close();
   }

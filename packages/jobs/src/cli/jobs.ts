@@ -1,5 +1,5 @@
 import { cancelJob, retryJob } from "../admin.js";
-import type { JobsDatabase } from "../db/database.js";
+import { actOnMatching, bulkFilter, matchingJobIds } from "../bulk.js";
 import { listJobs, type ListJobsOptions } from "../list.js";
 import { getJob } from "../status.js";
 import type { JobStatus } from "../types.js";
@@ -87,35 +87,16 @@ async function bulk(p: Parsed, io: Io, verb: "retry" | "cancel"): Promise<void> 
     }
     const chosen = filters(p);
     if (Object.keys(chosen).length === 0) throw new UsageError(`give a job id, or filters (--status, --queue, --task, --tenant, --older-than) to ${verb} many`);
-    const ids = await matching(db, { ...chosen, status: chosen.status ?? (verb === "retry" ? "failed" : "pending") });
     if (!p.values.yes) {
+      const ids = await matchingJobIds(db, bulkFilter(verb, chosen));
       io.out(`${ids.length} job(s) match; run again with --yes to ${verb} them\n`);
       return;
     }
-    let done = 0;
-    const refused: string[] = [];
-    for (const id of ids) {
-      try {
-        if (await act(id, { db, ...tenant })) done++;
-      } catch (error) {
-        refused.push(`job ${id}: ${(error as Error).message}`);
-      }
-    }
-    io.out(`${verb === "retry" ? "retried" : "cancelled"} ${done} of ${ids.length} job(s)\n`);
-    for (const line of refused) io.err(`${line}\n`);
+    const outcome = await actOnMatching(db, verb, chosen);
+    io.out(`${verb === "retry" ? "retried" : "cancelled"} ${outcome.done} of ${outcome.matched} job(s)\n`);
+    for (const { id, reason } of outcome.refused) io.err(`job ${id}: ${reason}\n`);
   } finally {
     await db.close();
-  }
-}
-
-async function matching(db: JobsDatabase, filter: Omit<ListJobsOptions, "db">): Promise<number[]> {
-  const ids: number[] = [];
-  let before: number | undefined;
-  for (;;) {
-    const page = await listJobs({ db, ...filter, limit: 500, ...(before === undefined ? {} : { before }) });
-    ids.push(...page.jobs.map((j) => j.id));
-    if (page.next === null) return ids;
-    before = page.next;
   }
 }
 

@@ -4,12 +4,15 @@ import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, statu
 import { groupsCommand, limitsCommand } from "./flow.js";
 import { schedulesCommand } from "./schedules.js";
 import { cancelCommand, listCommand, retryCommand, showCommand } from "./jobs.js";
+import { historyCommand } from "./history.js";
 import { HELP, ProblemsFound, UsageError } from "./usage.js";
 import { packageVersion } from "./version.js";
+import { databaseUrlFromEnvFile } from "./env-file.js";
 
 const COMMON = {
   "database-url": { type: "string" },
   schema: { type: "string" },
+  "read-url": { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -36,10 +39,15 @@ const COMMANDS = {
       grace: { type: "string" },
       poll: { type: "string" },
       "no-schedules": { type: "boolean" },
+      "listen-url": { type: "string" },
     },
   },
   doctor: { run: doctor, options: { handlers: { type: "string" } } },
-  prune: { run: runPrune, options: { "older-than": { type: "string" } } },
+  prune: {
+    run: runPrune,
+    options: { "older-than": { type: "string" }, status: { type: "string", multiple: true }, "batch-size": { type: "string" }, into: { type: "string" } },
+  },
+  history: { run: historyCommand, options: { "drop-older-than": { type: "string" }, json: { type: "boolean" } } },
   limits: {
     run: limitsCommand,
     options: { json: { type: "boolean" }, concurrency: { type: "string" }, rate: { type: "string" }, burst: { type: "string" } },
@@ -87,6 +95,7 @@ export async function main(argv: string[], io: Io): Promise<number> {
       io.out(HELP[name] + "\n");
       return 0;
     }
+    if (parsed.values["database-url"] === undefined) databaseUrlFromEnvFile(process.env);
     await command.run(parsed, io);
     return 0;
   } catch (error) {

@@ -15,7 +15,8 @@ export function renderTable(columns: readonly string[], rows: readonly (readonly
 export function renderStatus(statuses: QueueStatus[]): string {
   if (statuses.length === 0) return "no jobs yet\n";
   return renderTable(
-    ["QUEUE", "PENDING", "RUNNING", "FAILED", "DONE", "READY"],
-    statuses.map((s) => [s.queue, s.counts.pending, s.counts.running, s.counts.failed, s.counts.done, s.ready].map(String)),
+    // WAITING (on dependencies or a batch) last: scripts that read the columns by position keep working.
+    ["QUEUE", "PENDING", "RUNNING", "FAILED", "DONE", "READY", "WAITING"],
+    statuses.map((s) => [s.queue, s.counts.pending, s.counts.running, s.counts.failed, s.counts.done, s.ready, s.counts.waiting].map(String)),
   );
 }

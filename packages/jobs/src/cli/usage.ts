@@ -6,8 +6,10 @@ export class ProblemsFound extends Error {}
 
 export const COMMON_OPTIONS = `
 Common options:
-  --database-url <url>   postgres://…, mysql://…, sqlite:<path> (default: $DATABASE_URL, else sqlite:forge-jobs.db)
+  --database-url <url>   postgres://…, mysql://…, sqlite:<path> (default: $DATABASE_URL, else DATABASE_URL in ./.env,
+                         else sqlite:forge-jobs.db)
   --schema <name>        PostgreSQL schema / MariaDB database of the jobs table
+  --read-url <url>       PostgreSQL read replica for status, list and show (default: $DATABASE_READ_URL)
   -h, --help             this help`;
 
 export const HELP: Record<string, string> = {
@@ -16,11 +18,12 @@ export const HELP: Record<string, string> = {
 Commands:
   init      write the migration SQL into a folder of your app, for review
   migrate   apply pending migrations (under a lock; safe to run from several processes)
-  status    per-queue counts: PENDING RUNNING FAILED DONE READY (read-only)
+  status    per-queue counts: PENDING RUNNING FAILED DONE READY WAITING (read-only)
   reclaim   take back jobs whose worker was lost
   worker    run a worker with the handlers exported by a module
   doctor    check the schema, stuck jobs, tasks and schedules without handlers
-  prune     delete finished jobs older than a duration
+  prune     delete finished jobs older than a duration (or move them to the history table)
+  history   the history table's days (PostgreSQL); drop the days past a retention
   limits    list, set or remove concurrency and rate limits per key
   groups    list fair-share groups, or set a group's weight
   schedules list recurring schedules; pause, resume or trigger one
@@ -41,7 +44,8 @@ Applies the pending migrations and records them; running it twice changes nothin
   status: `Usage: forge-jobs status [--queue <name>] [--json] [--watch [seconds]]
 
 Counts per queue. READY is pending and runnable now: a job delayed by availableIn or by a
-retry backoff is PENDING but not READY. Under the queues, when there are any: the limits
+retry backoff is PENDING but not READY. WAITING: jobs waiting on their dependencies
+(dependsOn) or a batch's callback waiting on its items; not PENDING. Under the queues, when there are any: the limits
 (running and throttled jobs per limit, as forge-jobs limits list) and the fair-share groups
 (ready, running, wait p50/p95 over the last 5 minutes, as forge-jobs groups list); these span
 every queue. --json prints the queues only. Read-only: it changes nothing.
@@ -67,6 +71,8 @@ For a TypeScript module run: node --import tsx $(which forge-jobs) worker ./hand
   --lease <seconds>      lease per claim, extended while running (default 30)
   --grace <seconds>      shutdown grace period (default 10)
   --poll <seconds>       poll interval when no wake-up arrives (default 1)
+  --listen-url <url>     PostgreSQL URL straight to the server for wake-ups, when --database-url
+                         goes through a transaction pooler (default: $DATABASE_LISTEN_URL)
   --no-schedules         do not run the scheduler (by default every worker enqueues the due
                          runs of the stored schedules; see forge-jobs schedules)${COMMON_OPTIONS}`,
   doctor: `Usage: forge-jobs doctor [--handlers <module>]
@@ -111,10 +117,24 @@ syncSchedules()); workers enqueue their runs.
   resume               runs again from its next slot after now (slots missed while paused do not run)
   trigger              enqueue one run now, whatever the cron
   --json               list as JSON${COMMON_OPTIONS}`,
-  prune: `Usage: forge-jobs prune --older-than <duration>
+  prune: `Usage: forge-jobs prune --older-than <duration> [--status done,failed,cancelled] [--batch-size N]
 
 Deletes done, failed and cancelled jobs that finished more than <duration> ago
-(e.g. 7d, 12h, 30m, 90s, or a number of seconds).${COMMON_OPTIONS}`,
+(e.g. 7d, 12h, 30m, 90s, or a number of seconds), oldest first, N rows (default 1000) per
+short transaction: workers keep claiming while it runs.
+  --status       only these finished states (a comma list, or the option repeated)
+  --batch-size   rows per statement, 1 to 100000
+  --into history PostgreSQL: move the jobs into the history table (one partition per UTC day)
+                 instead of deleting them; 'forge-jobs show' still finds them, 'retry' brings
+                 a failed one back, 'forge-jobs history --drop-older-than' drops whole days${COMMON_OPTIONS}`,
+  history: `Usage: forge-jobs history [--json]
+       forge-jobs history --drop-older-than <duration>
+
+PostgreSQL's history table, where 'prune --into history' moves finished jobs: one partition per
+UTC day. Without options, lists DAY ROWS SIZE (rows as the statistics estimate them; read-only).
+  --drop-older-than   drop the days that ended more than <duration> ago (e.g. 90d): each is a
+                      DROP TABLE of its partition, with no row deleted one by one
+  --json              the list as JSON${COMMON_OPTIONS}`,
   list: `Usage: forge-jobs list [--queue <name>] [--status <status>] [--task <task>] [--tenant <id>] [--older-than <duration>] [--limit N] [--before <id>] [--json]
 
 Jobs matching every filter given, newest first, --limit (default 50, at most 500) a page; the

@@ -1,16 +1,20 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { cancelJob, retryJob } from "../admin.js";
+import { actOnMatching, bulkFilter, matchingJobIds, type BulkVerb } from "../bulk.js";
 import { resolveDb, type DbLike } from "../connect.js";
 import { JobsDatabase } from "../db/database.js";
 import { JobError } from "../errors.js";
 import { flowOverview } from "../flow-overview.js";
-import { pauseSchedule, readSchedule, resumeSchedule, triggerSchedule } from "../schedules.js";
-import { statusCounts } from "../status.js";
-import { schedulesOverview } from "./schedules.js";
-import { escapeHtml } from "./escape.js";
-import { CSRF_FIELD, Csrf, readCookie } from "./csrf.js";
+import { listJobs } from "../list.js";
+import { getJob, statusCounts } from "../status.js";
+import { checkTenant } from "../validate.js";
+import { actOnSchedule, schedulesOverview } from "./schedules.js";
+import { CSRF_FIELD, Csrf } from "./csrf.js";
+import { methodNotAllowed, readForm, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
+import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList } from "./jobs-pages.js";
+import { waitsOverview } from "./waits.js";
 import { latestJobs, recentActivity } from "./queries.js";
-import { NOTICES, renderPage, type Notice } from "./render.js";
+import { renderPage, type Notice } from "./render.js";
 import type { Logger } from "../logger.js";
 
 export interface DashboardOptions {
@@ -31,32 +35,29 @@ export interface DashboardOptions {
   secret?: string | Buffer;
   /** Where a failure to read the queue is reported when no `next` handler takes it. Default silent. */
   logger?: Logger;
+  /**
+   * Show and act on this tenant's jobs only: counts, lists, job pages, filters and actions
+   * (another tenant's job is "not found"); the panels about the whole queue (chart, limits,
+   * groups, schedules) are left out. Default: every tenant's.
+   */
+  tenant?: string;
 }
 
 /** A plain Node handler: mount it in any framework. `next` (Express/Connect style) gets what is not ours. */
 export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void;
 
-/** What an action did, shown once by the next page load (a flash cookie: a reload does not repeat it). */
-const NOTICE_COOKIE = "forge_jobs_notice";
-const MAX_FORM_BYTES = 4096;
 const ACTION = /^\/jobs\/([1-9]\d{0,14})\/(retry|cancel)$/;
+const JOB_PAGE = /^\/jobs\/([1-9]\d{0,14})$/;
+const BULK = /^\/bulk\/(retry|cancel)$/;
 const SCHEDULE_ACTION = /^\/schedules\/([^/]+)\/(pause|resume|trigger)$/;
+/** Where a form may send the browser back to, under the dashboard: a job's page or a filtered list. */
+const BACK = /^\/jobs(?:\/[1-9]\d{0,14}|\?[A-Za-z0-9%=&._~+-]*)?$/;
 
 /** The id is a valid one here, so a JobError from retryJob can only mean its dedup key is held. */
 function retryRefused(error: unknown): Notice {
   if (error instanceof JobError) return "retry-held";
   throw error;
 }
-
-const SECURITY_HEADERS: Record<string, string> = {
-  // No script at all on the page: even a value that escaped escaping could not run.
-  "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-  "X-Content-Type-Options": "nosniff",
-  "X-Frame-Options": "DENY",
-  // The page URL may carry an access token (?token=): never send it elsewhere.
-  "Referrer-Policy": "no-referrer",
-  "Cache-Control": "no-store",
-};
 
 /**
  * The queue dashboard as a request handler: per-queue counts and wait times, a chart of the
@@ -78,19 +79,22 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   }
   const csrf = new Csrf(options.secret, basePath);
   const db = adopt(options.db);
+  const scope = checkTenant(options.tenant, "createDashboard: tenant", "every tenant's jobs");
+  const scoped = scope === null ? {} : { tenant: scope };
 
   async function page(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    // The page only displays: on the read replica when the database has one (readUrl).
+    const reads = db.forReading();
     const [queues, activity, flow, schedules, running, pending, failed] = [
-      await statusCounts({ db }),
-      await recentActivity(db),
-      await flowOverview(db),
-      await schedulesOverview(db),
-      await latestJobs(db, "running", listLimit),
-      await latestJobs(db, "pending", listLimit),
-      await latestJobs(db, "failed", listLimit),
+      await statusCounts({ db: reads, ...scoped }),
+      scope === null ? await recentActivity(reads) : null,
+      scope === null ? await flowOverview(reads) : null,
+      scope === null ? await schedulesOverview(reads) : null,
+      await latestJobs(reads, "running", listLimit, scope),
+      await latestJobs(reads, "pending", listLimit, scope),
+      await latestJobs(reads, "failed", listLimit, scope),
     ];
-    const notice = readNotice(req);
-    if (notice !== undefined) res.appendHeader("Set-Cookie", `${NOTICE_COOKIE}=; Path=${basePath}; Max-Age=0; HttpOnly; SameSite=Strict`);
+    const notice = takeNotice(req, res, basePath);
     const body = renderPage({
       title,
       basePath,
@@ -107,32 +111,132 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       failed,
       listLimit,
       ...(notice ? { notice } : {}),
+      // Waiting jobs and open batches span tenants: a tenant-scoped dashboard leaves them out.
+      waits: scope === null ? await waitsOverview(reads) : null,
     });
     // Node leaves the body out of a HEAD response and keeps its Content-Length.
     send(res, 200, "text/html; charset=utf-8", body);
   }
 
-  async function act(req: IncomingMessage, res: ServerResponse, url: URL, target: number | string, verb: string): Promise<void> {
+  /** The filter of a page or form, inside the dashboard's tenant: another tenant's filter matches nothing. */
+  function scopedFilter(params: URLSearchParams): ReturnType<typeof readFilter> | null {
+    const filter = readFilter(params);
+    if (scope === null) return filter;
+    if (filter.tenant !== undefined && filter.tenant !== scope) return null;
+    return { ...filter, tenant: scope };
+  }
+
+  async function jobList(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    const filter = scopedFilter(url.searchParams);
+    const cursor = url.searchParams.get("before");
+    const before = cursor === null || cursor === "" ? undefined : Number(cursor);
+    const list = filter === null ? { jobs: [], next: null } : await listJobs({ db, ...filter, limit: listLimit, ...(before === undefined ? {} : { before }) });
+    const notice = takeNotice(req, res, basePath);
+    const shown = filter ?? readFilter(url.searchParams);
+    send(
+      res,
+      200,
+      "text/html; charset=utf-8",
+      renderJobList({ title, basePath, csrfToken: csrf.issue(req, res), filter: shown, before, list, ...(notice ? { notice } : {}) }),
+    );
+  }
+
+  async function jobPage(req: IncomingMessage, res: ServerResponse, id: number): Promise<void> {
+    const job = await getJob(id, { db, ...scoped });
+    if (!job) return sendError(res, 404, "Not Found", `No job #${id}.`);
+    const notice = takeNotice(req, res, basePath);
+    send(
+      res,
+      200,
+      "text/html; charset=utf-8",
+      renderJob({ title, basePath, csrfToken: csrf.issue(req, res), job, now: new Date(), ...(notice ? { notice } : {}) }),
+    );
+  }
+
+  async function confirm(req: IncomingMessage, res: ServerResponse, url: URL, verb: BulkVerb): Promise<void> {
+    const filter = scopedFilter(url.searchParams);
+    const chosen = bulkFilter(verb, filter ?? readFilter(url.searchParams));
+    const count = filter === null ? 0 : (await matchingJobIds(db, chosen)).length;
+    send(res, 200, "text/html; charset=utf-8", renderConfirm({ title, basePath, csrfToken: csrf.issue(req, res), verb, filter: chosen, count }));
+  }
+
+  /** A form post: 415 / 413 / 403 answered here, else the form. */
+  async function checkedForm(req: IncomingMessage, res: ServerResponse): Promise<URLSearchParams | null> {
     const type = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
     if (type !== "application/x-www-form-urlencoded") {
-      return sendError(res, 415, "Unsupported Media Type", "Actions are HTML form posts (application/x-www-form-urlencoded).");
+      sendError(res, 415, "Unsupported Media Type", "Actions are HTML form posts (application/x-www-form-urlencoded).");
+      return null;
     }
     const form = await readForm(req);
-    if (form === null) return sendError(res, 413, "Payload Too Large", "This form is larger than any the dashboard sends.");
-    if (!csrf.verify(req, form.get(CSRF_FIELD) ?? undefined)) {
-      return sendError(res, 403, "Forbidden", "The form's security token is missing or does not match: reload the dashboard and try again.");
+    if (form === null) {
+      sendError(res, 413, "Payload Too Large", "This form is larger than any the dashboard sends.");
+      return null;
     }
+    if (!csrf.verify(req, form.get(CSRF_FIELD) ?? undefined)) {
+      sendError(res, 403, "Forbidden", "The form's security token is missing or does not match: reload the dashboard and try again.");
+      return null;
+    }
+    return form;
+  }
+
+  async function bulk(req: IncomingMessage, res: ServerResponse, verb: BulkVerb): Promise<void> {
+    const form = await checkedForm(req, res);
+    if (form === null) return;
+    const filter = scopedFilter(form);
+    const outcome = filter === null ? { matched: 0, done: 0 } : await actOnMatching(db, verb, filter);
+    const shown = bulkFilter(verb, filter ?? readFilter(form));
+    redirectWithNotice(
+      res,
+      basePath,
+      `${basePath}/jobs${filterQuery(shown)}`,
+      verb === "retry" ? "bulk-retried" : "bulk-cancelled",
+      outcome.done,
+      outcome.matched,
+    );
+  }
+
+  async function act(req: IncomingMessage, res: ServerResponse, url: URL, target: number | string, verb: string): Promise<void> {
+    const form = await checkedForm(req, res);
+    if (form === null) return;
     let notice: Notice;
     let id = typeof target === "number" ? target : 0;
     if (typeof target === "string") [notice, id] = await actOnSchedule(db, target, verb);
-    else if (verb === "retry") notice = await retryJob(id, { db }).then((retried) => (retried ? "retried" : "not-retried"), retryRefused);
-    else notice = (await cancelJob(id, { db })) ? "cancelled" : "not-cancelled";
-    res.statusCode = 303;
-    // Back to the page, with its query (an access token…) as it was.
-    res.setHeader("Location", `${basePath}${url.search}`);
-    res.appendHeader("Set-Cookie", `${NOTICE_COOKIE}=${notice}.${id}; Path=${basePath}; Max-Age=60; HttpOnly; SameSite=Strict`);
-    for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
-    res.end();
+    else if (verb === "retry") notice = await retryJob(id, { db, ...scoped }).then((retried) => (retried ? "retried" : "not-retried"), retryRefused);
+    else notice = (await cancelJob(id, { db, ...scoped })) ? "cancelled" : "not-cancelled";
+    // Back to the page the form was on (a job's, a list's), else the overview with its query as it was.
+    const back = form.get("back");
+    redirectWithNotice(res, basePath, back !== null && BACK.test(back) ? `${basePath}${back}` : `${basePath}${url.search}`, notice, id);
+  }
+
+  function route(req: IncomingMessage, res: ServerResponse, url: URL, rest: string): Promise<void> | void {
+    const get = req.method === "GET" || req.method === "HEAD";
+    if (rest === "" || rest === "/" || rest === "/jobs") {
+      if (!get) return methodNotAllowed(res, "GET, HEAD");
+      return rest === "/jobs" ? jobList(req, res, url) : page(req, res, url);
+    }
+    const job = JOB_PAGE.exec(rest);
+    if (job) return get ? jobPage(req, res, Number(job[1])) : methodNotAllowed(res, "GET, HEAD");
+    const many = BULK.exec(rest);
+    if (many)
+      return get
+        ? confirm(req, res, url, many[1] as BulkVerb)
+        : req.method === "POST"
+          ? bulk(req, res, many[1] as BulkVerb)
+          : methodNotAllowed(res, "GET, HEAD, POST");
+    const match = ACTION.exec(rest);
+    if (match) {
+      if (req.method !== "POST") return methodNotAllowed(res, "POST");
+      return act(req, res, url, Number(match[1]), match[2]!);
+    }
+    const scheduleMatch = SCHEDULE_ACTION.exec(rest);
+    // Schedules are the whole queue's: not acted on from a tenant's dashboard.
+    if (scheduleMatch && scope === null) {
+      if (req.method !== "POST") return methodNotAllowed(res, "POST");
+      const name = safeDecode(scheduleMatch[1]!);
+      if (name === null) return sendError(res, 404, "Not Found", "No such page.");
+      return act(req, res, url, name, scheduleMatch[2]!);
+    }
+    return sendError(res, 404, "Not Found", "No such page.");
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void): Promise<void> {
@@ -142,23 +246,13 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       if (next) return next();
       return sendError(res, 404, "Not Found", "No such page.");
     }
-    if (rest === "" || rest === "/") {
-      if (req.method !== "GET" && req.method !== "HEAD") return methodNotAllowed(res, "GET, HEAD");
-      return page(req, res, url);
+    try {
+      await route(req, res, url, rest);
+    } catch (error) {
+      // A filter the queue refuses (a status that does not exist, a name too long): said as such.
+      if (!(error instanceof JobError) || res.headersSent) throw error;
+      sendError(res, 400, "Bad Request", error.message);
     }
-    const match = ACTION.exec(rest);
-    if (match) {
-      if (req.method !== "POST") return methodNotAllowed(res, "POST");
-      return act(req, res, url, Number(match[1]), match[2]!);
-    }
-    const scheduleMatch = SCHEDULE_ACTION.exec(rest);
-    if (scheduleMatch) {
-      if (req.method !== "POST") return methodNotAllowed(res, "POST");
-      const name = safeDecode(scheduleMatch[1]!);
-      if (name === null) return sendError(res, 404, "Not Found", "No such page.");
-      return act(req, res, url, name, scheduleMatch[2]!);
-    }
-    return sendError(res, 404, "Not Found", "No such page.");
   }
 
   return (req, res, next) => {
@@ -176,24 +270,6 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   };
 }
 
-/** A schedule's pause, resume or run-now; the notice and, for a run, its job id. */
-async function actOnSchedule(db: JobsDatabase, name: string, verb: string): Promise<[Notice, number]> {
-  if (verb === "trigger") {
-    if ((await readSchedule(db, name)) === null) return ["schedule-missing", 0];
-    return ["schedule-triggered", await triggerSchedule(name, { db })];
-  }
-  const done = verb === "pause" ? await pauseSchedule(name, { db }) : await resumeSchedule(name, { db });
-  return [done ? (verb === "pause" ? "schedule-paused" : "schedule-resumed") : "schedule-missing", 0];
-}
-
-function safeDecode(text: string): string | null {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return null;
-  }
-}
-
 /**
  * A JobsDatabase from another copy of this module (the CommonJS build bundles each entry
  * point on its own) fails `instanceof`; wrap its executor in this copy's class instead.
@@ -202,7 +278,9 @@ function adopt(db: DbLike): JobsDatabase {
   if (db instanceof JobsDatabase) return db;
   const like = db as Partial<JobsDatabase>;
   if (like && typeof like === "object" && like.executor && like.settings && typeof like.table === "string") {
-    return new JobsDatabase(like.executor, like.settings);
+    // Its read replica too (readUrl), when it has one.
+    const replica = typeof like.forReading === "function" ? like.forReading().executor : undefined;
+    return new JobsDatabase(like.executor, like.settings, undefined, replica === like.executor ? undefined : replica);
   }
   return resolveDb(db);
 }
@@ -212,56 +290,4 @@ function normaliseBasePath(value: string): string {
     throw new TypeError(`createDashboard: basePath must be a URL path starting with "/", got ${JSON.stringify(value)}`);
   }
   return value.replace(/\/+$/, "");
-}
-
-/** Express strips the mount path from `req.url` and keeps the full one in `originalUrl`. */
-function requestPath(req: IncomingMessage): string {
-  return (req as { originalUrl?: string }).originalUrl ?? req.url ?? "/";
-}
-
-function readNotice(req: IncomingMessage): { kind: Notice; job: number } | undefined {
-  const value = readCookie(req, NOTICE_COOKIE);
-  const match = value === undefined ? null : /^([a-z-]+)\.(\d{1,15})$/.exec(value);
-  if (!match || !NOTICES.includes(match[1] as Notice)) return undefined;
-  return { kind: match[1] as Notice, job: Number(match[2]) };
-}
-
-/** The urlencoded form: already parsed by a framework (`req.body`), or read here, bounded. */
-async function readForm(req: IncomingMessage): Promise<URLSearchParams | null> {
-  const parsed = (req as { body?: unknown }).body;
-  if (parsed && typeof parsed === "object" && !Buffer.isBuffer(parsed)) {
-    const params = new URLSearchParams();
-    for (const [key, value] of Object.entries(parsed)) if (typeof value === "string") params.set(key, value);
-    return params;
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_FORM_BYTES) return null;
-    chunks.push(chunk as Buffer);
-  }
-  return new URLSearchParams(Buffer.concat(chunks).toString("utf8"));
-}
-
-function send(res: ServerResponse, status: number, type: string, body: string): void {
-  res.statusCode = status;
-  for (const [name, value] of Object.entries(SECURITY_HEADERS)) res.setHeader(name, value);
-  res.setHeader("Content-Type", type);
-  res.setHeader("Content-Length", Buffer.byteLength(body));
-  res.end(body);
-}
-
-function sendError(res: ServerResponse, status: number, title: string, detail: string): void {
-  send(
-    res,
-    status,
-    "text/html; charset=utf-8",
-    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body><h1>${status} ${escapeHtml(title)}</h1><p>${escapeHtml(detail)}</p></body></html>`,
-  );
-}
-
-function methodNotAllowed(res: ServerResponse, allow: string): void {
-  res.setHeader("Allow", allow);
-  sendError(res, 405, "Method Not Allowed", `Use ${allow}.`);
 }

@@ -40,10 +40,13 @@ const SUMMARY = [
 ] as const satisfies readonly JobColumn[];
 export const MAX_LIST = 100;
 
-/** The newest `limit` jobs in `status` (ORDER BY id DESC), at most MAX_LIST. */
-export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20): Promise<JobSummary[]> {
+/** The newest `limit` jobs in `status` (ORDER BY id DESC), at most MAX_LIST; only `tenant`'s when given. */
+export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20, tenant: string | null = null): Promise<JobSummary[]> {
   const n = Math.min(MAX_LIST, Math.max(1, Math.trunc(limit)));
-  const { rows } = await db.executor.query(`SELECT ${columnList(db.sql, SUMMARY)} FROM ${db.table} WHERE status = $1 ORDER BY id DESC LIMIT ${n}`, [status]);
+  const { rows } = await db.executor.query(
+    `SELECT ${columnList(db.sql, SUMMARY)} FROM ${db.table} WHERE status = $1${tenant === null ? "" : " AND tenant = $2"} ORDER BY id DESC LIMIT ${n}`,
+    tenant === null ? [status] : [status, tenant],
+  );
   return rows.map((raw) => {
     const row = decodeRow(db.sql, SUMMARY, raw);
     return {

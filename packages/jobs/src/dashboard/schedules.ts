@@ -1,7 +1,8 @@
 import type { JobsDatabase } from "../db/database.js";
 import { isMissingTable } from "../flow-overview.js";
-import { listSchedules, type ScheduleStatus } from "../schedules.js";
+import { listSchedules, pauseSchedule, readSchedule, resumeSchedule, triggerSchedule, type ScheduleStatus } from "../schedules.js";
 import { html, type Html } from "./escape.js";
+import type { Notice } from "./render.js";
 
 // The schedules panel: listSchedules with pause / resume / run-now forms. Nothing at all on a
 // schema older than schedules (`schedules` null).
@@ -14,6 +15,16 @@ export async function schedulesOverview(db: JobsDatabase): Promise<ScheduleStatu
     if (isMissingTable(error)) return null;
     throw error;
   }
+}
+
+/** A schedule's pause, resume or run-now; the notice and, for a run, its job id. */
+export async function actOnSchedule(db: JobsDatabase, name: string, verb: string): Promise<[Notice, number]> {
+  if (verb === "trigger") {
+    if ((await readSchedule(db, name)) === null) return ["schedule-missing", 0];
+    return ["schedule-triggered", await triggerSchedule(name, { db })];
+  }
+  const done = verb === "pause" ? await pauseSchedule(name, { db }) : await resumeSchedule(name, { db });
+  return [done ? (verb === "pause" ? "schedule-paused" : "schedule-resumed") : "schedule-missing", 0];
 }
 
 export interface ScheduleForms {

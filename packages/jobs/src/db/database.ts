@@ -10,6 +10,11 @@ export const GROUPS_TABLE = "jobs_groups";
 export const KEYS_TABLE = "jobs_keys";
 /** Recurring schedules (`schedule`), one row each. */
 export const SCHEDULES_TABLE = "jobs_schedules";
+/** Dependencies (one row per edge: job_id waits for depends_on_id) and batches (one row each). */
+export const DEPENDENCIES_TABLE = "jobs_dependencies";
+export const BATCHES_TABLE = "jobs_batches";
+/** Finished jobs per queue, tenant and status, kept by triggers (migration 7): what statusCounts reads. */
+export const COUNTS_TABLE = "jobs_counts";
 
 export interface DatabaseSettings {
   /** PostgreSQL schema / MariaDB database holding the jobs table; null = the connection's default. */
@@ -36,6 +41,11 @@ export class JobsDatabase {
   readonly keysTable: string;
   /** Recurring schedules: `schedule`, `listSchedules`, the scheduler. */
   readonly schedulesTable: string;
+  /** Dependencies and batches: `dependsOn`, `enqueueBatch`. */
+  readonly dependenciesTable: string;
+  readonly batchesTable: string;
+  /** Finished-job counts: `statusCounts`. */
+  readonly countsTable: string;
   /** The LISTEN/NOTIFY channel of this schema's queue. */
   readonly channel: string;
 
@@ -43,6 +53,8 @@ export class JobsDatabase {
     readonly executor: Executor,
     readonly settings: DatabaseSettings,
     private readonly bindClient?: (client: unknown) => Executor,
+    /** The read replica (`readUrl`), for reads that only display; none: the executor. */
+    private readonly replica?: Executor,
   ) {
     this.dialect = executor.dialect;
     this.sql = dialectFor(this.dialect);
@@ -52,6 +64,9 @@ export class JobsDatabase {
     this.groupsTable = qualified(this.dialect, settings.schema, GROUPS_TABLE);
     this.keysTable = qualified(this.dialect, settings.schema, KEYS_TABLE);
     this.schedulesTable = qualified(this.dialect, settings.schema, SCHEDULES_TABLE);
+    this.dependenciesTable = qualified(this.dialect, settings.schema, DEPENDENCIES_TABLE);
+    this.batchesTable = qualified(this.dialect, settings.schema, BATCHES_TABLE);
+    this.countsTable = qualified(this.dialect, settings.schema, COUNTS_TABLE);
     this.channel = settings.schema ? `forge_jobs.${settings.schema}` : "forge_jobs";
   }
 
@@ -81,7 +96,20 @@ export class JobsDatabase {
     return this.workerView;
   }
 
-  close(): Promise<void> {
-    return this.executor.close();
+  private readView: JobsDatabase | undefined;
+
+  /**
+   * The same queue for reads that only display (getJob, listJobs, pendingCount, statusCounts,
+   * the dashboard's pages, `forge-jobs status`): on the read replica when `readUrl` named one,
+   * else this very database. Nothing written, and nothing a write decides on, is read here.
+   */
+  forReading(): JobsDatabase {
+    if (!this.replica) return this;
+    this.readView ??= new JobsDatabase(this.replica, this.settings);
+    return this.readView;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.executor.close(), this.replica?.close()]);
   }
 }

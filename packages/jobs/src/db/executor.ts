@@ -35,6 +35,8 @@ export interface Executor {
   readonly pooled: boolean;
   /** Push wake-ups (PostgreSQL LISTEN). Absent where the backend has none: workers poll. */
   listen?(channel: string, onMessage: (payload: string) => void, onError: (error: Error) => void): Promise<Listener>;
+  /** Why a backend that can push has no `listen` here (behind a transaction pooler): a worker says it once at start. */
+  readonly pollingNotice?: string;
   /** In-process wake-up after an enqueue, where the server cannot push (SQLite); PostgreSQL notifies in SQL. */
   notify?(channel: string, payload: string): void;
   /**

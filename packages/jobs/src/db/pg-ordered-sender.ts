@@ -12,9 +12,14 @@ export class PgOrderedSender implements OrderedSender {
   private connecting: Promise<pg.Client> | null = null;
   private closed = false;
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    /** Named prepared statements (see PgMode). */
+    private readonly prepared = true,
+  ) {}
 
-  send<R extends object>(sql: string, params: readonly unknown[], name?: string): { sent: Promise<void>; result: Promise<QueryResult<R>> } {
+  send<R extends object>(sql: string, params: readonly unknown[], prepared?: string): { sent: Promise<void>; result: Promise<QueryResult<R>> } {
+    const name = this.prepared ? prepared : undefined;
     if (this.client) return { sent: Promise.resolve(), result: run<R>(this.client, sql, params, name) };
     const ready = this.connect();
     // Handlers registered in this order run in this order: `sent` resolves after query() was called.

@@ -17,13 +17,16 @@ export class PgClientExecutor implements Executor {
   constructor(
     readonly raw: pg.PoolClient | pg.Client,
     private readonly insideOurs = false,
+    /** Named prepared statements (see PgMode). */
+    private readonly prepared = true,
   ) {
     this.lent = { begin: (readOnly) => beginOn(raw, readOnly), run: (sql) => raw.query(sql) };
   }
 
   query<R extends object>(sql: string, params?: readonly unknown[], name?: string): Promise<QueryResult<R>> {
-    if (this.insideOurs) return run<R>(this.raw, sql, params, name);
-    return statementOn(this.raw, () => run<R>(this.raw, sql, params, name));
+    const as = this.prepared ? name : undefined;
+    if (this.insideOurs) return run<R>(this.raw, sql, params, as);
+    return statementOn(this.raw, () => run<R>(this.raw, sql, params, as));
   }
 
   transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
@@ -56,16 +59,47 @@ async function beginOn(client: pg.PoolClient | pg.Client, readOnly: boolean): Pr
   }
 }
 
+/**
+ * How the queue talks to a server. Behind a pooler in transaction mode (PgBouncer
+ * `pool_mode = transaction`) each transaction may run on another server connection, so nothing
+ * may outlive a transaction: a named prepared statement pg prepared once on "its" connection is
+ * missing on the next one (PgBouncer < 1.21 does not carry them over), and a LISTEN through it
+ * hears nothing once its transaction ends.
+ */
+export interface PgMode {
+  /** Named prepared statements (prepared once per connection, then only bound and run). */
+  prepared: boolean;
+  /** Where the LISTEN connection goes: the pool's own settings, a URL of its own (`listenUrl`), or nowhere (workers poll). */
+  listen: "pool" | { url: string } | null;
+}
+
+/** Straight to the server: prepared statements, LISTEN beside the pool. */
+export const DIRECT: PgMode = { prepared: true, listen: "pool" };
+
 export class PgPoolExecutor implements Executor {
   readonly dialect = "postgres" as const;
   readonly pooled = true;
+  /** Absent behind a transaction pooler without `listenUrl`: workers poll (see pollingNotice). */
+  readonly listen?: Executor["listen"];
+  readonly pollingNotice?: string;
+
   constructor(
     readonly raw: pg.Pool,
     private readonly owned: boolean,
-  ) {}
+    private readonly mode: PgMode = DIRECT,
+  ) {
+    const to = mode.listen;
+    if (to === null) {
+      this.pollingNotice =
+        '@forge/jobs: PostgreSQL through a transaction pooler (pooler: "transaction") and no listenUrl: this worker polls for new jobs every pollInterval; give listenUrl (a URL straight to the server) to be woken at once';
+    } else {
+      const config = to === "pool" ? (raw as unknown as { options: pg.ClientConfig }).options : pgClientConfig(to.url);
+      this.listen = (channel, onMessage, onError) => listenOn(config, channel, onMessage, onError);
+    }
+  }
 
   query<R extends object>(sql: string, params?: readonly unknown[], name?: string): Promise<QueryResult<R>> {
-    return run<R>(this.raw, sql, params, name);
+    return run<R>(this.raw, sql, params, this.mode.prepared ? name : undefined);
   }
 
   async transaction<T>(fn: (tx: Executor) => Promise<T>, options?: TransactionOptions): Promise<T> {
@@ -81,7 +115,7 @@ export class PgPoolExecutor implements Executor {
     const client = await this.checkout(onError);
     try {
       await client.query(options?.readOnly ? "BEGIN READ ONLY" : "BEGIN");
-      const result = await fn(new PgClientExecutor(client, true));
+      const result = await fn(new PgClientExecutor(client, true, this.mode.prepared));
       await client.query("COMMIT");
       return result;
     } catch (error) {
@@ -113,32 +147,32 @@ export class PgPoolExecutor implements Executor {
     });
   }
 
-  async listen(channel: string, onMessage: (payload: string) => void, onError: (error: Error) => void): Promise<Listener> {
-    // A dedicated connection, outside the pool, so LISTEN never holds a worker's slot.
-    const client = new pg.Client((this.raw as unknown as { options: pg.ClientConfig }).options);
-    client.on("error", onError);
-    client.on("end", () => onError(new Error("LISTEN connection ended")));
-    client.on("notification", (message) => {
-      if (message.channel === channel) onMessage(message.payload ?? "");
-    });
-    await client.connect();
-    await client.query(`LISTEN ${quoteIdent("postgres", channel)}`);
-    return {
-      close: async () => {
-        client.removeAllListeners("end");
-        client.removeAllListeners("notification");
-        await client.end().catch(() => undefined);
-      },
-    };
-  }
-
   orderedSender(): OrderedSender {
-    return new PgOrderedSender(this.raw);
+    return new PgOrderedSender(this.raw, this.mode.prepared);
   }
 
   async close(): Promise<void> {
     if (this.owned) await this.raw.end();
   }
+}
+
+/** LISTEN on a dedicated connection, outside the pool, so it never holds a worker's slot. */
+async function listenOn(config: pg.ClientConfig, channel: string, onMessage: (payload: string) => void, onError: (error: Error) => void): Promise<Listener> {
+  const client = new pg.Client(config);
+  client.on("error", onError);
+  client.on("end", () => onError(new Error("LISTEN connection ended")));
+  client.on("notification", (message) => {
+    if (message.channel === channel) onMessage(message.payload ?? "");
+  });
+  await client.connect();
+  await client.query(`LISTEN ${quoteIdent("postgres", channel)}`);
+  return {
+    close: async () => {
+      client.removeAllListeners("end");
+      client.removeAllListeners("notification");
+      await client.end().catch(() => undefined);
+    },
+  };
 }
 
 export function isPgPool(db: unknown): db is pg.Pool {
@@ -161,8 +195,12 @@ function isObject(value: unknown): value is Record<string, unknown> {
  */
 export const PG_CONNECT_TIMEOUT_MS = 10_000;
 
+function pgClientConfig(url: string): pg.ClientConfig {
+  return { connectionString: url, connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS };
+}
+
 export function createPgPool(url: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS });
+  const pool = new pg.Pool({ ...pgClientConfig(url), max });
   // An idle client losing its server must not crash the process; the pool drops it.
   pool.on("error", () => undefined);
   return pool;

@@ -121,7 +121,7 @@ async function retryBusy<T>(attempt: () => T): Promise<T> {
 }
 
 /** better-sqlite3 binds numbers, strings, bigints, buffers and null; arrays travel as JSON (read them with json_each). */
-function toSqliteValue(value: unknown): unknown {
+export function toSqliteValue(value: unknown): unknown {
   if (value === undefined) return null;
   if (typeof value === "boolean") return value ? 1 : 0;
   if (value instanceof Date) return value.getTime();
@@ -135,6 +135,21 @@ function sqliteIdentity(db: SqliteDatabase): string {
     const name = db.name;
     return name && !isPrivateSqlite(name) ? `file:${resolve(name)}` : undefined;
   });
+}
+
+/**
+ * One writer turn per database file in this process. Several connections of one process on
+ * one file (several JobsDatabase objects) would otherwise interleave their transactions at
+ * `await` points: the second BEGIN IMMEDIATE then blocks the event loop in busy_timeout while
+ * the first transaction, which holds the write lock, waits for that same loop to go on.
+ */
+const writerTurns = new Map<string, Turns>();
+
+function fileTurns(db: SqliteDatabase): Turns {
+  const identity = sqliteIdentity(db);
+  let turns = writerTurns.get(identity);
+  if (!turns) writerTurns.set(identity, (turns = new Turns()));
+  return turns;
 }
 
 export class SqliteExecutor implements Executor {
@@ -208,7 +223,15 @@ export class SqliteExecutor implements Executor {
       // The caller's own transaction (transactional enqueue): run in it, read-only if asked.
       return options?.readOnly ? this.readOnly(() => fn(this)) : fn(this);
     }
-    let release = await connection.acquire();
+    // The file's writer turn first, then the connection's: always in that order.
+    const releaseFile = options?.readOnly ? undefined : await fileTurns(db).acquire();
+    let release: () => void;
+    try {
+      release = await connection.acquire();
+    } catch (error) {
+      releaseFile?.();
+      throw error;
+    }
     // The worker's view waits for the application's transaction to end (better-sqlite3 has no
     // event for it: poll). Checked right before BEGIN, with nothing asynchronous in between.
     for (let pause = 1; !this.joinsCallerTransaction && db.inTransaction; pause = Math.min(2 * pause, MAX_CALLER_WAIT_STEP_MS)) {
@@ -234,6 +257,7 @@ export class SqliteExecutor implements Executor {
       });
     } finally {
       release();
+      releaseFile?.();
     }
   }
 

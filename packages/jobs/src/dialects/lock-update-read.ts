@@ -36,15 +36,23 @@ export function lockUpdateRead<Kept extends { id: number | string }, R extends o
 
 /**
  * Locks the jobs of `claims` that are still running under the token each was claimed with (in
- * id order, the lock order of every write), and returns those claims. A batch may hold two
- * runs of one job (a stale run and its successor): matched on (id, token), never on the id
- * alone.
+ * id order, the lock order of every write), and returns those claims, each with the `columns`
+ * asked for read from its locked row. A batch may hold two runs of one job (a stale run and
+ * its successor): matched on (id, token), never on the id alone.
  */
-export async function lockOwnRuns<C extends { id: number; claim_token: string }>(db: JobsDatabase, tx: Executor, claims: C[]): Promise<C[]> {
-  const { rows } = await tx.query<{ id: number | string; claim_token: string }>(
-    `SELECT id, claim_token FROM ${db.table} WHERE ${db.sql.inList("id", "$1")} AND status = 'running' ORDER BY id FOR UPDATE`,
+export async function lockOwnRuns<C extends { id: number; claim_token: string }, Row extends object = object>(
+  db: JobsDatabase,
+  tx: Executor,
+  claims: C[],
+  columns: readonly (keyof Row & string)[] = [],
+): Promise<(C & Row)[]> {
+  const { rows } = await tx.query<{ id: number | string; claim_token: string } & Row>(
+    `SELECT id, claim_token${columns.map((c) => `, ${c}`).join("")} FROM ${db.table} WHERE ${db.sql.inList("id", "$1")} AND status = 'running' ORDER BY id FOR UPDATE`,
     [claims.map((c) => c.id)],
   );
-  const current = new Map(rows.map((r) => [Number(r.id), r.claim_token]));
-  return claims.filter((c) => current.get(c.id) === c.claim_token);
+  const current = new Map(rows.map((r) => [Number(r.id), r]));
+  return claims.flatMap((c) => {
+    const row = current.get(c.id);
+    return row !== undefined && row.claim_token === c.claim_token ? [{ ...row, ...c }] : [];
+  });
 }

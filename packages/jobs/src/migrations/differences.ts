@@ -19,6 +19,7 @@ export const COLUMN_TYPES: Record<OtherDialect, Record<string, { types: readonly
     text: { types: ["text"], reason: "the same type" },
     jsonb: { types: ["text"], reason: "no JSON type: the queue writes and parses the JSON itself" },
     uuid: { types: ["text"], reason: "no uuid type: the token is its text form" },
+    boolean: { types: ["integer"], reason: "no boolean type: 0 and 1" },
     "timestamp with time zone": {
       types: ["integer"],
       reason: "no timestamp type: epoch milliseconds in UTC, which compare and index as plain integers",
@@ -33,6 +34,7 @@ export const COLUMN_TYPES: Record<OtherDialect, Record<string, { types: readonly
     },
     jsonb: { types: ["longtext"], reason: "MariaDB's JSON is LONGTEXT anyway; the queue writes and parses the JSON itself" },
     uuid: { types: ["char(36)"], reason: "no uuid type: the token is its text form" },
+    boolean: { types: ["tinyint(1)"], reason: "MariaDB's BOOLEAN is TINYINT(1): 0 and 1" },
     "timestamp with time zone": {
       types: ["datetime(6)"],
       reason: "TIMESTAMP ends in 2038 and converts by the session's time zone: DATETIME(6) holds UTC, microseconds kept",
@@ -115,7 +117,14 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
     is: "varchar(191) NOT NULL DEFAULT ''",
     reason: "InnoDB keys are at most 3072 bytes: see column group_key",
   },
+  { dialect: "mysql", object: "index jobs_batch", is: "(batch_id, id)", reason: "no partial indexes: jobs outside a batch (NULL) have entries too" },
   { dialect: "mysql", object: "index jobs_running", is: "(status, locked_until)", reason: NO_PARTIAL_INDEXES },
+  {
+    dialect: "mysql",
+    object: "index jobs_waiting",
+    is: null,
+    reason: "no partial indexes: jobs_flow_claim leads with (status, queue) and already bounds the waiting count to the waiting rows",
+  },
   { dialect: "mysql", object: "index jobs_finished", is: "(status, finished_at)", reason: NO_PARTIAL_INDEXES },
   { dialect: "mysql", object: "index jobs_tenant", is: "(tenant, id)", reason: "no partial indexes: jobs without a tenant have entries too" },
   {

@@ -1,4 +1,4 @@
-import type { Migration } from "./types.js";
+import { COUNT_SHARDS, type Migration } from "./types.js";
 
 /**
  * The jobs table of migrations/postgres.ts in MariaDB (10.6+). MariaDB DDL commits on its
@@ -136,5 +136,84 @@ export const mysqlMigrations: Migration[] = [
         INDEX jobs_schedules_due (paused, next_run_at)
       ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
     ],
+  },
+  {
+    version: 6,
+    name: "dependencies_and_batches",
+    // See migrations/postgres.ts version 6. A column's CHECK belongs to its definition in
+    // MariaDB: redefining the column (same type and default) replaces it.
+    statements: ({ table, named }) => [
+      `ALTER TABLE ${table} MODIFY COLUMN status VARCHAR(16) NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'running', 'done', 'failed', 'cancelled', 'waiting'))`,
+      `ALTER TABLE ${table}
+        ADD COLUMN IF NOT EXISTS deps_pending INT NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS on_dependency_failure VARCHAR(16) CHECK (on_dependency_failure IN ('fail', 'cancel', 'run')),
+        ADD COLUMN IF NOT EXISTS has_dependents BOOLEAN NOT NULL DEFAULT FALSE,
+        ADD COLUMN IF NOT EXISTS batch_id BIGINT,
+        ADD INDEX IF NOT EXISTS jobs_batch (batch_id, id)`,
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_dependencies")} (
+        job_id BIGINT NOT NULL,
+        depends_on_id BIGINT NOT NULL,
+        PRIMARY KEY (job_id, depends_on_id),
+        KEY jobs_dependents (depends_on_id, job_id)
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_batches")} (
+        id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        callback_id BIGINT,
+        tenant VARCHAR(255),
+        total INT NOT NULL,
+        created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+        finished_at DATETIME(6),
+        KEY jobs_batches_callback (callback_id)
+      ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+    ],
+  },
+  {
+    version: 7,
+    name: "finished_counts",
+    // See migrations/postgres.ts version 7; the shard is CONNECTION_ID() % COUNT_SHARDS.
+    // DDL commits on its own here: rows that finish while the backfill reads may be counted
+    // once more or less (the backfill writes shard -1, so running it again replaces, not adds).
+    statements: ({ table, named }) => {
+      const counts = named("jobs_counts");
+      const finished = "('done', 'failed', 'cancelled')";
+      const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
+        `INSERT INTO ${counts} (queue, tenant, status, shard, n)
+           VALUES (${row}.queue, COALESCE(${row}.tenant, ''), ${row}.status, CONNECTION_ID() % ${COUNT_SHARDS}, ${delta})
+           ON DUPLICATE KEY UPDATE n = n + ${delta};`;
+      const moved = "NOT (OLD.status <=> NEW.status AND OLD.queue <=> NEW.queue AND OLD.tenant <=> NEW.tenant)";
+      return [
+        `CREATE TABLE IF NOT EXISTS ${counts} (
+          queue VARCHAR(255) NOT NULL,
+          tenant VARCHAR(255) NOT NULL DEFAULT '',
+          status VARCHAR(16) NOT NULL CHECK (status IN ${finished}),
+          shard INT NOT NULL,
+          n BIGINT NOT NULL DEFAULT 0,
+          PRIMARY KEY (queue, tenant, status, shard)
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_count_insert")} AFTER INSERT ON ${table} FOR EACH ROW
+          BEGIN IF NEW.status IN ${finished} THEN ${bump("NEW", 1)} END IF; END`,
+        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_count_delete")} AFTER DELETE ON ${table} FOR EACH ROW
+          BEGIN IF OLD.status IN ${finished} THEN ${bump("OLD", -1)} END IF; END`,
+        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_count_update")} AFTER UPDATE ON ${table} FOR EACH ROW
+          BEGIN
+            IF ${moved} THEN
+              IF OLD.status IN ${finished} THEN ${bump("OLD", -1)} END IF;
+              IF NEW.status IN ${finished} THEN ${bump("NEW", 1)} END IF;
+            END IF;
+          END`,
+        `INSERT INTO ${counts} (queue, tenant, status, shard, n)
+          SELECT queue, COALESCE(tenant, ''), status, -1, count(*) FROM ${table} WHERE status IN ${finished} GROUP BY queue, COALESCE(tenant, ''), status
+          ON DUPLICATE KEY UPDATE n = VALUES(n)`,
+      ];
+    },
+  },
+  {
+    version: 8,
+    name: "finished_history",
+    // PostgreSQL's history table (range partitions by finished time) has no counterpart here:
+    // MariaDB prunes finished jobs by deleting them. The version is recorded all the same, so that
+    // every backend's schema carries the same numbers.
+    statements: () => [],
   },
 ];

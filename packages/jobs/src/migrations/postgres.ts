@@ -1,4 +1,4 @@
-import type { Migration } from "./types.js";
+import { COUNT_SHARDS, type Migration } from "./types.js";
 
 export const postgresMigrations: Migration[] = [
   {
@@ -132,6 +132,133 @@ export const postgresMigrations: Migration[] = [
         updated_at timestamptz NOT NULL DEFAULT now()
       )`,
       `CREATE INDEX IF NOT EXISTS ${index("jobs_schedules_due")} ON ${named("jobs_schedules")} (next_run_at) WHERE NOT paused`,
+    ],
+  },
+  {
+    version: 6,
+    name: "dependencies_and_batches",
+    // waiting: a job whose dependencies have not all ended; never claimed (every claim reads
+    // status = 'pending'). deps_pending counts its unfinished dependencies: each dependent has
+    // its own counter, decremented by the transaction that ends one of its dependencies.
+    // has_dependents lets a completion skip the edge lookup for the (usual) job nobody waits
+    // on; batch_id names the batch an item belongs to (jobs_batches).
+    statements: ({ table, named, index }) => [
+      `ALTER TABLE ${table} DROP CONSTRAINT IF EXISTS jobs_status_check`,
+      `ALTER TABLE ${table} ADD CONSTRAINT jobs_status_check CHECK (status IN ('pending', 'running', 'done', 'failed', 'cancelled', 'waiting'))`,
+      `ALTER TABLE ${table}
+        ADD COLUMN IF NOT EXISTS deps_pending integer NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS on_dependency_failure text CHECK (on_dependency_failure IN ('fail', 'cancel', 'run')),
+        ADD COLUMN IF NOT EXISTS has_dependents boolean NOT NULL DEFAULT false,
+        ADD COLUMN IF NOT EXISTS batch_id bigint`,
+      // A batch's items, in id order: the completion probes the highest unfinished one, and
+      // the callback counts them by status.
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_batch")} ON ${table} (batch_id, id) WHERE batch_id IS NOT NULL`,
+      // One row per edge: job_id waits for depends_on_id. Read both ways: a job's dependencies
+      // (ctx.dependencies(), getJob) by the primary key, its dependents (release) by the other.
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_dependencies")} (
+        job_id bigint NOT NULL,
+        depends_on_id bigint NOT NULL,
+        PRIMARY KEY (job_id, depends_on_id)
+      )`,
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_dependents")} ON ${named("jobs_dependencies")} (depends_on_id, job_id)`,
+      // One row per batch; locked only when a completion finds no unfinished item it could
+      // lock itself (see batch-release.ts), so not on every item's completion.
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_batches")} (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        callback_id bigint,
+        tenant text,
+        total integer NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        finished_at timestamptz
+      )`,
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_batches_callback")} ON ${named("jobs_batches")} (callback_id)`,
+    ],
+  },
+  {
+    version: 7,
+    name: "finished_counts",
+    // Counts of finished jobs, kept by triggers in the transaction that changes a row, so that
+    // statusCounts never counts a table of millions of finished rows: pending and running are
+    // counted through their partial indexes (bounded by the live rows), done/failed/cancelled
+    // are summed from here. Triggers rather than the queue's own writes: every path that ends,
+    // retries, cancels or deletes a job (the queue's, an operator's SQL) keeps the counts.
+    // Sharded by the writing connection (pg_backend_pid() % COUNT_SHARDS) so that concurrent
+    // completions do not queue on one hot row; a shard's n may go negative (a prune on one
+    // connection of jobs another finished): only the sum means anything. tenant '' = none.
+    //
+    // UPDATE and DELETE are counted per statement, from its transition tables, in one upsert
+    // per (queue, tenant, status): a row trigger upserting the same counter row once per row
+    // walks that row's growing chain of versions inside the transaction, a prune batch of 1,000
+    // rows paid a quarter of a second for it. INSERT stays a row trigger whose WHEN skips every
+    // enqueue (pending) without calling anything.
+    statements: ({ table, named, index }) => {
+      const counts = named("jobs_counts");
+      const fn = named("jobs_count_finished");
+      const rowFn = named("jobs_count_inserted");
+      const finished = "('done', 'failed', 'cancelled')";
+      const upsert = (select: string) =>
+        `INSERT INTO ${counts} AS c (queue, tenant, status, shard, n)
+           SELECT queue, tenant, status, pg_backend_pid() % ${COUNT_SHARDS}, sum(delta) FROM (${select}) AS d
+           GROUP BY queue, tenant, status HAVING sum(delta) <> 0
+           ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n;`;
+      const rows = (relation: string, delta: 1 | -1) =>
+        `SELECT queue, COALESCE(tenant, '') AS tenant, status, ${delta} AS delta FROM ${relation} WHERE status IN ${finished}`;
+      return [
+        // The waiting count of statusCounts reads the waiting jobs only (dependencies, migration 6).
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_waiting")} ON ${table} (queue) WHERE status = 'waiting'`,
+        `CREATE TABLE IF NOT EXISTS ${counts} (
+          queue text NOT NULL,
+          tenant text NOT NULL DEFAULT '',
+          status text NOT NULL CHECK (status IN ${finished}),
+          shard integer NOT NULL,
+          n bigint NOT NULL DEFAULT 0,
+          PRIMARY KEY (queue, tenant, status, shard)
+        )`,
+        `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF TG_OP = 'TRUNCATE' THEN
+            DELETE FROM ${counts};
+          ELSIF TG_OP = 'DELETE' THEN
+            ${upsert(rows("old_rows", -1))}
+          ELSE
+            ${upsert(`${rows("new_rows", 1)} UNION ALL ${rows("old_rows", -1)}`)}
+          END IF;
+          RETURN NULL;
+        END
+        $$`,
+        `CREATE OR REPLACE FUNCTION ${rowFn}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          INSERT INTO ${counts} AS c (queue, tenant, status, shard, n)
+            VALUES (NEW.queue, COALESCE(NEW.tenant, ''), NEW.status, pg_backend_pid() % ${COUNT_SHARDS}, 1)
+            ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = c.n + 1;
+          RETURN NULL;
+        END
+        $$`,
+        `CREATE OR REPLACE TRIGGER jobs_count_insert AFTER INSERT ON ${table} FOR EACH ROW WHEN (NEW.status IN ${finished}) EXECUTE FUNCTION ${rowFn}()`,
+        `CREATE OR REPLACE TRIGGER jobs_count_delete AFTER DELETE ON ${table} REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`,
+        `CREATE OR REPLACE TRIGGER jobs_count_update AFTER UPDATE ON ${table} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`,
+        // TRUNCATE fires no row trigger: it empties the counts with the table.
+        `CREATE OR REPLACE TRIGGER jobs_count_truncate AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`,
+        // The jobs already finished; CREATE TRIGGER locked the table against writes until this
+        // transaction commits, so none is counted twice or missed.
+        `INSERT INTO ${counts} (queue, tenant, status, shard, n)
+          SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ${finished} GROUP BY queue, COALESCE(tenant, ''), status
+          ON CONFLICT (queue, tenant, status, shard) DO NOTHING`,
+      ];
+    },
+  },
+  {
+    version: 8,
+    name: "finished_history",
+    // Finished jobs moved out of the jobs table by prune({ into: "history" }) (history.ts):
+    // range partitions by finished time, one per UTC day, created by the mover as it needs them,
+    // so that retention drops a day's partition instead of deleting its rows. The columns are
+    // the jobs table's (a later migration that adds a column to one adds it to the other); no
+    // identity (ids are the jobs'), no CHECKs (only finished rows come in). Reads by id probe
+    // each partition's id index.
+    statements: ({ table, named, index }) => [
+      `CREATE TABLE IF NOT EXISTS ${named("jobs_history")} (LIKE ${table} INCLUDING DEFAULTS) PARTITION BY RANGE (finished_at)`,
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_history_id")} ON ${named("jobs_history")} (id)`,
     ],
   },
 ];

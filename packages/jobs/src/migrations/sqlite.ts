@@ -126,4 +126,134 @@ export const sqliteMigrations: Migration[] = [
       ];
     },
   },
+  {
+    version: 6,
+    name: "dependencies_and_batches",
+    // See migrations/postgres.ts version 6. SQLite cannot change a CHECK in place: the jobs
+    // table is rebuilt (create, copy, drop, rename, indexes again), in the migration's
+    // transaction; the AUTOINCREMENT high-water mark is carried over, so no id is reused.
+    statements: ({ table, named, index, schema }) => {
+      const on = table.slice(table.lastIndexOf(".") + 1);
+      const rebuilt = named("jobs_v6");
+      const sequence = `${schema ? `${schema}.` : ""}sqlite_sequence`;
+      const columns =
+        "id, queue, task, payload, status, priority, attempts, max_attempts, last_error, run_at, locked_until, heartbeat_at, claim_token, locked_by, " +
+        "progress, result, tenant, idempotency_key, dedup_key, trace_context, created_at, updated_at, finished_at, started_at, group_key, concurrency_key, snoozes, max_snoozes";
+      return [
+        `CREATE TABLE ${rebuilt} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        queue TEXT NOT NULL,
+        task TEXT NOT NULL,
+        payload TEXT,
+        status TEXT NOT NULL DEFAULT 'pending'
+          CHECK (status IN ('pending', 'running', 'done', 'failed', 'cancelled', 'waiting')),
+        priority INTEGER NOT NULL DEFAULT 0,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL DEFAULT 1 CHECK (max_attempts >= 1),
+        last_error TEXT,
+        run_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW}),
+        locked_until INTEGER,
+        heartbeat_at INTEGER,
+        claim_token TEXT,
+        locked_by TEXT,
+        progress TEXT,
+        result TEXT,
+        tenant TEXT,
+        idempotency_key TEXT,
+        dedup_key TEXT,
+        trace_context TEXT,
+        created_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW}),
+        updated_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW}),
+        finished_at INTEGER,
+        started_at INTEGER,
+        group_key TEXT NOT NULL DEFAULT '',
+        concurrency_key TEXT NOT NULL DEFAULT '',
+        snoozes INTEGER NOT NULL DEFAULT 0,
+        max_snoozes INTEGER NOT NULL DEFAULT 100 CHECK (max_snoozes >= 0),
+        deps_pending INTEGER NOT NULL DEFAULT 0,
+        on_dependency_failure TEXT CHECK (on_dependency_failure IN ('fail', 'cancel', 'run')),
+        has_dependents INTEGER NOT NULL DEFAULT 0,
+        batch_id INTEGER
+      )`,
+        `INSERT INTO ${rebuilt} (${columns}) SELECT ${columns} FROM ${table}`,
+        `DELETE FROM ${sequence} WHERE name = 'jobs_v6'`,
+        `INSERT INTO ${sequence} (name, seq) SELECT 'jobs_v6', seq FROM ${sequence} WHERE name = 'jobs'`,
+        `DROP TABLE ${table}`,
+        `ALTER TABLE ${rebuilt} RENAME TO ${on}`,
+        `CREATE UNIQUE INDEX ${index("jobs_idempotency_key")} ON ${on} (idempotency_key) WHERE idempotency_key IS NOT NULL`,
+        `CREATE UNIQUE INDEX ${index("jobs_dedup_key_active")} ON ${on} (dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running')`,
+        `CREATE INDEX ${index("jobs_running")} ON ${on} (locked_until) WHERE status = 'running'`,
+        `CREATE INDEX ${index("jobs_finished")} ON ${on} (finished_at) WHERE status IN ('done', 'failed', 'cancelled')`,
+        `CREATE INDEX ${index("jobs_tenant")} ON ${on} (tenant, id) WHERE tenant IS NOT NULL`,
+        `CREATE INDEX ${index("jobs_claim_plain")} ON ${on} (queue, priority DESC, id) WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''`,
+        `CREATE INDEX ${index("jobs_flow_claim")} ON ${on} (queue, group_key, priority DESC, id) WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')`,
+        `CREATE INDEX ${index("jobs_key_pending")} ON ${on} (concurrency_key) WHERE status = 'pending' AND concurrency_key <> ''`,
+        `CREATE INDEX ${index("jobs_batch")} ON ${on} (batch_id, id) WHERE batch_id IS NOT NULL`,
+        `CREATE TABLE IF NOT EXISTS ${named("jobs_dependencies")} (
+          job_id INTEGER NOT NULL,
+          depends_on_id INTEGER NOT NULL,
+          PRIMARY KEY (job_id, depends_on_id)
+        ) WITHOUT ROWID`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_dependents")} ON jobs_dependencies (depends_on_id, job_id)`,
+        `CREATE TABLE IF NOT EXISTS ${named("jobs_batches")} (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          callback_id INTEGER,
+          tenant TEXT,
+          total INTEGER NOT NULL,
+          created_at INTEGER NOT NULL DEFAULT (${SQLITE_NOW}),
+          finished_at INTEGER
+        )`,
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_batches_callback")} ON jobs_batches (callback_id)`,
+      ];
+    },
+  },
+  {
+    version: 7,
+    name: "finished_counts",
+    // See migrations/postgres.ts version 7. One writer at a time: one shard (0) is enough.
+    // SQLite names the trigger's table, and those in its body, without a schema (the trigger's).
+    statements: ({ table, named, index }) => {
+      const on = table.slice(table.lastIndexOf(".") + 1);
+      const counts = named("jobs_counts");
+      const inBody = counts.slice(counts.lastIndexOf(".") + 1);
+      const finished = "('done', 'failed', 'cancelled')";
+      const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
+        `INSERT INTO ${inBody} (queue, tenant, status, shard, n) VALUES (${row}.queue, COALESCE(${row}.tenant, ''), ${row}.status, 0, ${delta})
+           ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = n + ${delta};`;
+      return [
+        // The waiting count of statusCounts reads the waiting jobs only (dependencies, migration 6).
+        `CREATE INDEX IF NOT EXISTS ${index("jobs_waiting")} ON ${on} (queue) WHERE status = 'waiting'`,
+        `CREATE TABLE IF NOT EXISTS ${counts} (
+          queue TEXT NOT NULL,
+          tenant TEXT NOT NULL DEFAULT '',
+          status TEXT NOT NULL CHECK (status IN ${finished}),
+          shard INTEGER NOT NULL,
+          n INTEGER NOT NULL DEFAULT 0,
+          PRIMARY KEY (queue, tenant, status, shard)
+        )`,
+        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_insert")} AFTER INSERT ON ${on} FOR EACH ROW WHEN NEW.status IN ${finished}
+          BEGIN ${bump("NEW", 1)} END`,
+        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_delete")} AFTER DELETE ON ${on} FOR EACH ROW WHEN OLD.status IN ${finished}
+          BEGIN ${bump("OLD", -1)} END`,
+        // Two triggers for an update: SQLite's trigger bodies have no IF.
+        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_update_old")} AFTER UPDATE OF status, queue, tenant ON ${on} FOR EACH ROW
+          WHEN OLD.status IN ${finished} AND (OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.tenant IS NOT NEW.tenant)
+          BEGIN ${bump("OLD", -1)} END`,
+        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_update_new")} AFTER UPDATE OF status, queue, tenant ON ${on} FOR EACH ROW
+          WHEN NEW.status IN ${finished} AND (OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.tenant IS NOT NEW.tenant)
+          BEGIN ${bump("NEW", 1)} END`,
+        `INSERT INTO ${counts} (queue, tenant, status, shard, n)
+          SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ${finished} GROUP BY queue, COALESCE(tenant, ''), status
+          ON CONFLICT (queue, tenant, status, shard) DO NOTHING`,
+      ];
+    },
+  },
+  {
+    version: 8,
+    name: "finished_history",
+    // PostgreSQL's history table (range partitions by finished time) has no counterpart here:
+    // SQLite prunes finished jobs by deleting them. The version is recorded all the same, so that
+    // every backend's schema carries the same numbers.
+    statements: () => [],
+  },
 ];

@@ -15,3 +15,9 @@ export interface Migration {
   name: string;
   statements(names: SchemaNames): string[];
 }
+
+/**
+ * Rows per (queue, tenant, status) in jobs_counts (migration 7): a connection adds to the
+ * shard its id falls in, so concurrent completions rarely wait on one another's counter.
+ */
+export const COUNT_SHARDS = 16;

@@ -53,7 +53,17 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
             expect(names).toEqual(expect.arrayContaining(["jobs_idempotency_key", "jobs_dedup_key_active", "jobs_flow_claim"]));
           } else {
             const { tables, indexes } = schema as { tables: { name: string }[]; indexes: { name: string; non_unique: number; columns: string }[] };
-            expect(tables.map((t) => t.name)).toEqual(["forge_jobs_migrations", "jobs", "jobs_groups", "jobs_keys", "jobs_limits", "jobs_schedules"]);
+            expect(tables.map((t) => t.name)).toEqual([
+              "forge_jobs_migrations",
+              "jobs",
+              "jobs_batches",
+              "jobs_counts",
+              "jobs_dependencies",
+              "jobs_groups",
+              "jobs_keys",
+              "jobs_limits",
+              "jobs_schedules",
+            ]);
             expect(indexes).toEqual(
               expect.arrayContaining([
                 { name: "jobs_idempotency_key", non_unique: 0, columns: "idempotency_key" },

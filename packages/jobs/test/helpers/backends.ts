@@ -8,6 +8,11 @@ import type { SqliteDatabase } from "../../src/db/sqlite.js";
 import { SQLITE_NOW } from "../../src/dialects/sqlite.js";
 
 export const PG_URL = process.env.FORGE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+/**
+ * Set with a FORGE_TEST_PG_URL through a transaction pooler (PgBouncer, `?pgbouncer=true`): the
+ * direct URL the workers LISTEN on. Unset there, workers poll (as users without one do).
+ */
+export const PG_LISTEN_URL = process.env.FORGE_TEST_PG_LISTEN_URL || undefined;
 export const MYSQL_URL = process.env.FORGE_TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test";
 
 /** One backend of the conformance suite: every behavioural test runs once per entry. */
@@ -88,7 +93,7 @@ const postgres: Backend = {
   },
   async create() {
     const schema = uniqueName("t");
-    const db = connect(PG_URL, { schema, poolSize: 20 });
+    const db = connect(PG_URL, { schema, poolSize: 20, ...(PG_LISTEN_URL ? { listenUrl: PG_LISTEN_URL } : {}) });
     await migrate({ db });
     return {
       db,

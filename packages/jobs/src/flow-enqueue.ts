@@ -1,0 +1,122 @@
+import type { JobsDatabase } from "./db/database.js";
+import type { Executor } from "./db/executor.js";
+import { JobError } from "./errors.js";
+import type { FlowItem, FlowPlan } from "./flow-spec.js";
+import type { NewJob } from "./new-job.js";
+import { valuesList } from "./sql.js";
+
+/** Inserts checked jobs inside the caller's transaction, ids in input order (enqueue.ts's chunked insert). */
+export type InsertJobs = (tx: Executor, jobs: NewJob[]) => Promise<number[]>;
+
+type State = { status: "pending" | "waiting"; depsPending: number } | { status: "failed" | "cancelled"; error: string };
+
+const FINISHED_BADLY = new Set(["failed", "cancelled"]);
+const EDGES_PER_STATEMENT = 500;
+
+/**
+ * Writes a flow in one transaction (the caller's, when `db` is a client inside one): locks the
+ * existing jobs named (so none ends unseen between this read and the commit: its completion
+ * then finds has_dependents set and releases the new job), checks they exist in the same
+ * tenant, inserts the jobs, sets each one's state from its dependencies' (waiting with a count
+ * of unfinished ones; pending when all are done; failed or cancelled at once, by its policy,
+ * when one already failed or was cancelled), and writes the edges. A JobError rolls it all back.
+ */
+export async function insertFlow(
+  db: JobsDatabase,
+  jobs: NewJob[],
+  plan: FlowPlan,
+  insert: InsertJobs,
+  field: (i: number, name: string) => string,
+): Promise<number[]> {
+  return db.executor.transaction(async (tx) => {
+    const existing = await lockExisting(db, tx, plan.existingIds);
+    plan.items.forEach((item, i) => {
+      for (const id of item.existing) {
+        const found = existing.get(id);
+        const tenant = (jobs[i] as NewJob).tenant;
+        if (!found || found.tenant !== tenant) {
+          throw new JobError(
+            `${field(i, "dependsOn")} names job ${id}, which does not exist${tenant === null ? "" : ` for tenant ${JSON.stringify(tenant)}`} (a dependency must be a job of the same tenant)`,
+            field(i, "dependsOn"),
+          );
+        }
+      }
+    });
+    const ids = await insert(tx, jobs);
+    const states: State[] = new Array(jobs.length);
+    for (const i of plan.order) states[i] = stateOf(plan.items[i] as FlowItem, existing, states, ids);
+    await writeStates(db, tx, plan, states, ids);
+    const edges = plan.items.flatMap((item, i) => [...item.existing, ...item.local.map((j) => ids[j] as number)].map((dep) => [ids[i] as number, dep]));
+    for (let from = 0; from < edges.length; from += EDGES_PER_STATEMENT) {
+      const chunk = edges.slice(from, from + EDGES_PER_STATEMENT);
+      await tx.query(
+        `INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id) VALUES ${valuesList(chunk.length, 2, (p) => `(${p(1)}, ${p(2)})`)}`,
+        chunk.flat(),
+      );
+    }
+    const named = plan.existingIds.filter((id) => !existing.get(id)?.hasDependents);
+    if (named.length > 0)
+      await tx.query(`UPDATE ${db.table} SET has_dependents = ${db.dialect === "postgres" ? "true" : "1"} WHERE ${db.sql.inList("id", "$1")}`, [named]);
+    return ids;
+  });
+}
+
+interface ExistingJob {
+  status: string;
+  tenant: string | null;
+  hasDependents: boolean;
+}
+
+async function lockExisting(db: JobsDatabase, tx: Executor, ids: number[]): Promise<Map<number, ExistingJob>> {
+  const found = new Map<number, ExistingJob>();
+  if (ids.length === 0) return found;
+  const lock = db.dialect === "sqlite" ? "" : " FOR UPDATE";
+  const { rows } = await tx.query<{ id: number | string; status: string; tenant: string | null; has_dependents: unknown }>(
+    `SELECT id, status, tenant, has_dependents FROM ${db.table} WHERE ${db.sql.inList("id", "$1")} ORDER BY id${lock}`,
+    [ids],
+  );
+  for (const r of rows) found.set(Number(r.id), { status: r.status, tenant: r.tenant, hasDependents: Boolean(Number(r.has_dependents)) });
+  return found;
+}
+
+function stateOf(item: FlowItem, existing: Map<number, ExistingJob>, states: State[], ids: number[]): State {
+  const deps = [
+    ...item.existing.map((id) => ({ id, status: (existing.get(id) as ExistingJob).status })),
+    ...item.local.map((j) => ({ id: ids[j] as number, status: (states[j] as State).status })),
+  ];
+  const broken = deps.find((d) => FINISHED_BADLY.has(d.status));
+  if (broken && item.policy !== "run") {
+    return {
+      status: item.policy === "cancel" ? "cancelled" : "failed",
+      error: `dependency ${broken.id} ${broken.status === "failed" ? "failed" : "was cancelled"}; onDependencyFailure is "${item.policy}"`,
+    };
+  }
+  const depsPending = deps.filter((d) => d.status !== "done" && !FINISHED_BADLY.has(d.status)).length;
+  return { status: depsPending > 0 ? "waiting" : "pending", depsPending };
+}
+
+/** One UPDATE per distinct state: a flow's jobs mostly share a few. */
+async function writeStates(db: JobsDatabase, tx: Executor, plan: FlowPlan, states: State[], ids: number[]): Promise<void> {
+  const groups = new Map<string, { ids: number[]; state: State; policy: string | null; referenced: boolean }>();
+  plan.items.forEach((item, i) => {
+    const state = states[i] as State;
+    if (!item.dependent && !item.referenced) return;
+    const policy = item.dependent ? item.policy : null;
+    const key = JSON.stringify([state, policy, item.referenced]);
+    const group = groups.get(key) ?? { ids: [], state, policy, referenced: item.referenced };
+    group.ids.push(ids[i] as number);
+    groups.set(key, group);
+  });
+  const yes = db.dialect === "postgres" ? "true" : "1";
+  const no = db.dialect === "postgres" ? "false" : "0";
+  for (const { ids: groupIds, state, policy, referenced } of groups.values()) {
+    const finished = state.status === "failed" || state.status === "cancelled";
+    await tx.query(
+      `UPDATE ${db.table}
+       SET status = $2, deps_pending = $3, on_dependency_failure = $4, last_error = $5, has_dependents = ${referenced ? yes : no},
+           finished_at = ${finished ? db.sql.now : "NULL"}, updated_at = ${db.sql.now}
+       WHERE ${db.sql.inList("id", "$1")}`,
+      [groupIds, state.status, "depsPending" in state ? state.depsPending : 0, policy, "error" in state ? state.error : null],
+    );
+  }
+}

@@ -1,0 +1,186 @@
+// Issue 17.4: on PostgreSQL, prune({ into: "history" }) moves finished jobs into a history table
+// range-partitioned by the UTC day they finished, and retention (pruneHistory) drops whole days.
+// The other backends refuse the option with a clear error and write nothing.
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  enqueue,
+  enqueueMany,
+  getJob,
+  historyPartitions,
+  JobError,
+  processOne,
+  prune,
+  pruneHistory,
+  retryJob,
+  scheduleMaintenance,
+  statusCounts,
+} from "../src/index.js";
+import { backends, type TestDatabase } from "./helpers/backends.js";
+
+const run = promisify(execFile);
+const CLI = new URL("../bin/forge-jobs.cjs", import.meta.url).pathname;
+
+const handlers = {
+  ok: (payload: unknown) => ({ echoed: payload }),
+  bad: () => {
+    throw new Error("broken on purpose");
+  },
+};
+
+/** Finishes every pending job of `queue` (ok → done, bad → failed). */
+async function finishAll(t: TestDatabase, queue: string): Promise<void> {
+  while (await processOne(handlers, { db: t.db, queue }));
+}
+
+describe.each(backends())("the history table ($name)", (backend) => {
+  let t: TestDatabase;
+  beforeAll(async () => (t = await backend.create()));
+  afterAll(() => t.close());
+
+  const history = () => t.tableName("jobs_history");
+  /** Sets when jobs finished, so that they land on chosen days. */
+  async function finishedAt(ids: number[], iso: string): Promise<void> {
+    const at = backend.name === "sqlite" ? Date.parse(iso) : backend.name === "mysql" ? iso.replace("T", " ").replace("Z", "") : iso;
+    await t.sql(`UPDATE {jobs} SET finished_at = $1 WHERE id IN (${ids.map((_, i) => `$${i + 2}`).join(", ")})`, [at, ...ids]);
+  }
+
+  if (backend.name !== "postgres") {
+    it("is PostgreSQL only: prune into history, pruneHistory and the maintenance schedule say so and write nothing", async () => {
+      const id = await enqueue("ok", 1, { db: t.db, queue: "refused" });
+      await finishAll(t, "refused");
+      await expect(prune({ db: t.db, olderThan: 0, into: "history" })).rejects.toThrow(/history table is PostgreSQL only.*leave into out/);
+      await expect(pruneHistory({ db: t.db, olderThan: 0 })).rejects.toThrow(JobError);
+      await expect(historyPartitions({ db: t.db })).rejects.toThrow(/PostgreSQL only/);
+      await expect(scheduleMaintenance({ db: t.db, pruneHistory: { olderThan: 86400 } })).rejects.toThrow(/PostgreSQL only/);
+      expect((await getJob(id, { db: t.db }))?.status).toBe("done");
+    });
+    return;
+  }
+
+  it("migration 8 creates a table partitioned by finished time", async () => {
+    const [row] = await t.sql<{ kind: string; key: string }>(
+      `SELECT c.relkind AS kind, pg_get_partkeydef(c.oid) AS key FROM pg_class c WHERE c.oid = $1::regclass`,
+      [history()],
+    );
+    expect(row).toEqual({ kind: "p", key: "RANGE (finished_at)" });
+  });
+
+  it("moves finished jobs into one partition per UTC day; getJob still finds them, whole; the jobs table and its counts no longer hold them", async () => {
+    const q = "moved";
+    const ids = await enqueueMany(
+      Array.from({ length: 9 }, (_, i) => ({ task: i === 8 ? "bad" : "ok", payload: { i }, tenant: i % 2 ? "acme" : "globex", maxAttempts: 1 })),
+      { db: t.db, queue: q },
+    );
+    const pending = await enqueue("ok", "later", { db: t.db, queue: q });
+    await finishAll(t, q);
+    const fresh = await enqueue("ok", "fresh", { db: t.db, queue: q });
+    await processOne(handlers, { db: t.db, queue: q });
+    // Three days of finished jobs, and one that finished just now (kept: younger than an hour).
+    await finishedAt(ids.slice(0, 3), "2026-03-01T10:00:00Z");
+    await finishedAt(ids.slice(3, 6), "2026-03-02T23:59:59Z");
+    await finishedAt([...ids.slice(6), pending], "2026-03-04T00:00:00Z");
+    const before = (await statusCounts({ db: t.db, queue: q }))[0]!.counts;
+    expect(before).toMatchObject({ done: 10, failed: 1 });
+
+    // Batches of 4: the mover walks oldest first across the day boundaries.
+    expect(await prune({ db: t.db, olderThan: 3600, into: "history", batchSize: 4 })).toBe(10);
+    expect((await historyPartitions({ db: t.db })).map((p) => p.day)).toEqual(["2026-03-01", "2026-03-02", "2026-03-04"]);
+    const perDay = await t.sql<{ day: string; n: string }>(
+      `SELECT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*) AS n, tableoid::regclass::text AS part FROM ${history()} GROUP BY 1, 3 ORDER BY 1`,
+    );
+    expect(perDay.map((r) => [r.day, Number(r.n), (r as { part?: string }).part?.replace(/^.*\./, "").replaceAll('"', "")])).toEqual([
+      ["2026-03-01", 3, "jobs_history_p20260301"],
+      ["2026-03-02", 3, "jobs_history_p20260302"],
+      ["2026-03-04", 4, "jobs_history_p20260304"],
+    ]);
+    expect(await t.sql(`SELECT id FROM {jobs} WHERE queue = $1`, [q])).toEqual([{ id: expect.anything() }]);
+
+    const archived = await getJob(ids[1]!, { db: t.db });
+    expect(archived).toMatchObject({ id: ids[1], status: "done", queue: q, tenant: "acme", payload: { i: 1 }, result: { echoed: { i: 1 } } });
+    expect(await getJob(ids[1]!, { db: t.db, tenant: "globex" })).toBeNull();
+    expect((await getJob(ids[8]!, { db: t.db }))?.lastError).toContain("broken on purpose");
+    expect((await getJob(fresh, { db: t.db }))?.status).toBe("done");
+    // The counts are the jobs table's, as after a prune that deletes.
+    expect((await statusCounts({ db: t.db, queue: q }))[0]!.counts).toMatchObject({ done: 1, failed: 0 });
+  });
+
+  it("retryJob brings an archived failed job back into its queue, and it runs", async () => {
+    const q = "restored";
+    const id = await enqueue("bad", { n: 1 }, { db: t.db, queue: q, maxAttempts: 1 });
+    await finishAll(t, q);
+    expect(await prune({ db: t.db, olderThan: 0, into: "history", statuses: ["failed"] })).toBeGreaterThanOrEqual(1);
+    expect(await t.sql(`SELECT id FROM {jobs} WHERE id = $1`, [id])).toEqual([]);
+    expect(await retryJob(id, { db: t.db, tenant: "someone-else" })).toBe(false);
+    expect(await retryJob(id, { db: t.db })).toBe(true);
+    expect(await t.sql(`SELECT id FROM ${history()} WHERE id = $1`, [id])).toEqual([]);
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "pending", attempts: 1, maxAttempts: 2 });
+    expect(await processOne({ bad: () => "fixed" }, { db: t.db, queue: q })).toBe(true);
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", result: "fixed" });
+  });
+
+  it("two movers at once move every job exactly once", async () => {
+    const q = "racing";
+    const ids = await enqueueMany(
+      Array.from({ length: 300 }, (_, i) => ({ task: "ok", payload: i })),
+      { db: t.db, queue: q },
+    );
+    await t.sql(`UPDATE {jobs} SET status = 'done', finished_at = now() - interval '2 days' WHERE queue = $1`, [q]);
+    const moved = await Promise.all([0, 1, 2].map(() => prune({ db: t.db, olderThan: 86400, into: "history", batchSize: 25 })));
+    const [row] = await t.sql<{ n: string; distinct: string }>(`SELECT count(*) AS n, count(DISTINCT id) AS distinct FROM ${history()} WHERE queue = $1`, [q]);
+    expect(Number(row!.n)).toBe(ids.length);
+    expect(Number(row!.distinct)).toBe(ids.length);
+    expect(moved.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(ids.length);
+    expect(await t.sql(`SELECT id FROM {jobs} WHERE queue = $1`, [q])).toEqual([]);
+  });
+
+  it("pruneHistory drops the days past the retention, whole, and keeps the rest", async () => {
+    const before = (await historyPartitions({ db: t.db })).map((p) => p.day);
+    expect(before).toContain("2026-03-01");
+    const old = await t.sql<{ id: string }>(`SELECT id FROM ${history()} WHERE finished_at < '2026-03-03T00:00:00Z'`);
+    expect(old.length).toBe(6);
+    // The database's clock says how old a day is: everything before 2026-03-03 is dropped with a
+    // retention reaching to 2026-03-03 00:00 UTC.
+    const [{ age }] = (await t.sql<{ age: number }>(`SELECT extract(epoch FROM now() - '2026-03-03T00:00:00Z'::timestamptz)::float8 AS age`)) as [
+      { age: number },
+    ];
+    expect(await pruneHistory({ db: t.db, olderThan: Math.floor(age) })).toEqual(["2026-03-01", "2026-03-02"]);
+    expect((await historyPartitions({ db: t.db })).map((p) => p.day)).toEqual(before.filter((d) => d > "2026-03-02"));
+    expect(await t.sql(`SELECT to_regclass($1) AS t`, [t.tableName("jobs_history_p20260301")])).toEqual([{ t: null }]);
+    expect(await getJob(Number(old[0]!.id), { db: t.db })).toBeNull();
+    expect(await pruneHistory({ db: t.db, olderThan: Math.floor(age) })).toEqual([]);
+  });
+
+  it("a finished job a waiting job still needs is not moved", async () => {
+    const q = "flows";
+    const parent = await enqueue("ok", "parent", { db: t.db, queue: q });
+    await processOne(handlers, { db: t.db, queue: q });
+    const child = await enqueue("ok", "child", { db: t.db, queue: q, dependsOn: [parent], availableIn: 3600 });
+    await prune({ db: t.db, olderThan: 0, into: "history" });
+    expect((await t.sql(`SELECT id FROM {jobs} WHERE id = $1`, [parent])).length).toBe(1);
+    expect((await getJob(child, { db: t.db }))?.status).toBe("pending");
+  });
+
+  it("scheduleMaintenance declares the moves and the retention; the CLI lists, moves and drops", async () => {
+    const declared = await scheduleMaintenance({
+      db: t.db,
+      prune: { olderThan: 7 * 86400, into: "history" },
+      pruneHistory: { olderThan: 90 * 86400, cron: "@daily" },
+    });
+    expect(declared).toMatchObject({ "forge-jobs:prune": "created", "forge-jobs:prune-history": "created" });
+    await expect(scheduleMaintenance({ db: t.db, prune: { olderThan: 1, into: "archive" as "history" } })).rejects.toThrow(/prune.into must be "history"/);
+    await scheduleMaintenance({ db: t.db });
+
+    const cli = (...args: string[]) => run(process.execPath, [CLI, ...args, "--database-url", t.url, ...(t.schema ? ["--schema", t.schema] : [])]);
+    const q = "cli";
+    await enqueue("ok", null, { db: t.db, queue: q });
+    await finishAll(t, q);
+    expect((await cli("prune", "--older-than", "0s", "--into", "history")).stdout).toMatch(/^moved to the history table \d+ finished job\(s\) older than 0s/);
+    const listed = JSON.parse((await cli("history", "--json")).stdout) as { day: string }[];
+    expect(listed.map((d) => d.day)).toContain(new Date().toISOString().slice(0, 10));
+    expect((await cli("history")).stdout).toMatch(/^DAY\s+ROWS\s+SIZE\n/);
+    await expect(cli("prune", "--older-than", "1d", "--into", "archive")).rejects.toMatchObject({ stderr: expect.stringMatching(/--into takes "history"/) });
+    expect((await cli("history", "--drop-older-than", "3650d")).stdout).toBe("no day of history ended more than 3650d ago\n");
+  });
+});
