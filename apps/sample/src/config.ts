@@ -1,5 +1,7 @@
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseEnv } from "node:util";
 
 /** apps/sample: relative paths in the configuration are resolved against it, whatever the cwd. */
 export const APP_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -36,6 +38,10 @@ export interface AppConfig {
   host: string;
   /** Largest CSV upload, in bytes (413 above). */
   maxUploadBytes: number;
+  /** The app's public base URL (`PUBLIC_URL`, https), for links in mail such as one-click unsubscribe. */
+  publicUrl?: string | undefined;
+  /** The HMAC key of unsubscribe tokens (`UNSUBSCRIBE_SECRET`, 32+ characters); unset = no unsubscribe links. */
+  unsubscribeSecret?: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -69,8 +75,23 @@ function resolveDatabaseUrl(url: string): string {
   return match ? `sqlite:${path.resolve(APP_DIR, match[1]!)}` : url;
 }
 
-/** The configuration from the environment; throws ConfigError with a message naming the variable. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
+/**
+ * The environment, over the app's `.env` file (committed: the defaults, no secrets). The
+ * `forge-jobs` CLI run from this folder reads `DATABASE_URL` from the same file, so the app, its
+ * worker and the operator's commands open one database.
+ */
+export function appEnvironment(env: NodeJS.ProcessEnv = process.env, file = path.join(APP_DIR, ".env")): NodeJS.ProcessEnv {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return env;
+  }
+  return { ...parseEnv(text), ...env };
+}
+
+/** The configuration from the environment (by default with the app's `.env`); throws ConfigError with a message naming the variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = appEnvironment()): AppConfig {
   const dataDir = path.resolve(APP_DIR, env.DATA_DIR || "data");
   const schema = env.DATABASE_SCHEMA || undefined;
   if (schema !== undefined && !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(schema)) {
@@ -97,7 +118,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AppConfig {
     port: positiveInt(env, "PORT", 3000, 0, 65535),
     host: env.HOST || "127.0.0.1",
     maxUploadBytes: positiveInt(env, "MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 1024 * 1024 * 1024),
+    ...unsubscribeSettings(env),
   };
+}
+
+/** PUBLIC_URL and UNSUBSCRIBE_SECRET: both or neither, so that campaigns never carry a link that cannot work. */
+function unsubscribeSettings(env: NodeJS.ProcessEnv): Pick<AppConfig, "publicUrl" | "unsubscribeSecret"> {
+  const publicUrl = env.PUBLIC_URL || undefined;
+  const secret = env.UNSUBSCRIBE_SECRET || undefined;
+  if (publicUrl !== undefined && !/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/.test(publicUrl)) {
+    throw new ConfigError(`PUBLIC_URL must be the app's base URL, e.g. https://app.example.org, got ${JSON.stringify(publicUrl)}`);
+  }
+  if (secret !== undefined && secret.length < 32) throw new ConfigError("UNSUBSCRIBE_SECRET must be at least 32 characters (e.g. openssl rand -hex 32)");
+  return { publicUrl, unsubscribeSecret: secret };
 }
 
 function timeZone(name: string): string {

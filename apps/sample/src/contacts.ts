@@ -38,25 +38,53 @@ export function validateContact(row: Record<string, string | undefined>): Valida
   return errors.length > 0 ? { ok: false, errors } : { ok: true, value: { email, name, age } };
 }
 
+/** Columns a contacts file must have, and the other spellings spreadsheets use for them. */
+export const CONTACTS_HEADER = {
+  required: ["email", "name"],
+  optional: ["age"],
+  aliases: { email: ["E-mail address", "Email address", "Mail"], name: ["Full name", "Contact name"] },
+} as const;
+
 /**
  * The importer for one org's contacts. `tx` is what the queue's checkpoint hands the
- * handler's work: the batch commits with the import's progress, or not at all.
- * An email seen again updates the contact (a re-import is not a duplicate).
+ * handler's work: the batch commits with the import's progress, or not at all. An email
+ * (the natural key) seen again updates the contact, so importing a file twice duplicates
+ * nothing; the counts of created, updated and unchanged contacts go to the report.
  */
 export function contactsImporter(db: AppDatabase, org: string): Importer<Contact> {
+  const postgres = db.jobs.dialect === "postgres";
   return {
+    header: { required: [...CONTACTS_HEADER.required], optional: [...CONTACTS_HEADER.optional], aliases: CONTACTS_HEADER.aliases },
+    naturalKey: ["email"],
     validate: (row) => validateContact(row),
     async writeBatch(values, tx) {
-      // One row per email in a statement: ON CONFLICT cannot touch a row twice. Last one wins.
-      const unique = [...new Map(values.map((c) => [c.email, c])).values()];
-      if (unique.length === 0) return;
+      // The handler passes one row per email (the last one wins): ON CONFLICT cannot touch a row twice.
+      if (values.length === 0) return { created: 0, updated: 0, unchanged: 0 };
+      const sql = db.on(tx);
+      const keys = values.map((_, i) => `$${i + 2}`).join(", ");
+      const { rows } = await sql.query<{ email: string; name: string; age: number | string | null }>(
+        `SELECT email, name, age FROM ${db.contacts} WHERE org = $1 AND email IN (${keys})`,
+        [org, ...values.map((c) => c.email)],
+      );
+      const before = new Map(rows.map((r) => [r.email, r]));
+      const counts = { created: 0, updated: 0, unchanged: 0 };
+      for (const c of values) {
+        const old = before.get(c.email);
+        if (old === undefined) counts.created += 1;
+        else if (old.name === c.name && (old.age === null ? null : Number(old.age)) === c.age) counts.unchanged += 1;
+        else counts.updated += 1;
+      }
       const params: unknown[] = [];
-      const tuples = unique.map((c) => `($${params.push(org)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
-      await db.on(tx).query(
-        `INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples.join(", ")}
-         ON CONFLICT (org, email) DO UPDATE SET name = excluded.name, age = excluded.age, updated_at = ${db.jobs.dialect === "postgres" ? "now()" : "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"}`,
+      const tuples = values.map((c) => `($${params.push(org)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
+      // An unchanged contact is not rewritten: its updated_at keeps meaning "last changed".
+      const changed = postgres ? "(c.name, c.age) IS DISTINCT FROM (excluded.name, excluded.age)" : "c.name IS NOT excluded.name OR c.age IS NOT excluded.age";
+      const now = postgres ? "now()" : "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+      await sql.query(
+        `INSERT INTO ${db.contacts} AS c (org, email, name, age) VALUES ${tuples.join(", ")}
+         ON CONFLICT (org, email) DO UPDATE SET name = excluded.name, age = excluded.age, updated_at = ${now} WHERE ${changed}`,
         params,
       );
+      return counts;
     },
   };
 }

@@ -1,5 +1,8 @@
 import { connect, migrate, type JobsDatabase } from "@forge/jobs";
 import type { AppConfig } from "./config.js";
+import { notificationTables } from "./notifications.js";
+import { suppressionTables } from "./suppression.js";
+import { flowTables } from "./flows.js";
 
 /** The queue's executor: `$1…$n` SQL, rewritten for SQLite; one connection pool for the queue and the app. */
 export type Sql = JobsDatabase["executor"];
@@ -100,6 +103,7 @@ export async function migrateApp(db: AppDatabase): Promise<void> {
   await db.transaction(async (sql) => {
     // Two processes starting together would race on CREATE TABLE IF NOT EXISTS in PostgreSQL.
     if (dialect === "postgres") await sql.query("SELECT pg_advisory_xact_lock(hashtext('forge_sample_migrate'))");
-    for (const statement of APP_TABLES[dialect](db)) await sql.query(statement);
+    for (const statement of [...APP_TABLES[dialect](db), ...notificationTables(db), ...suppressionTables(db), ...flowTables(db, dialect)])
+      await sql.query(statement);
   });
 }

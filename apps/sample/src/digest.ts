@@ -1,7 +1,7 @@
 import { enqueue, schedule, statusCounts, type JobContext, type JobsDatabase, type TaskName } from "@forge/jobs";
 import { MAIL_JOB_TASK, messageToPayload } from "@forge/mail";
 import type { AppConfig } from "./config.js";
-import { QUEUES } from "./handlers.js";
+import { QUEUES } from "./queues.js";
 import { mailConcurrencyKey } from "./mail-limits.js";
 
 /** An org's daily digest: what its jobs did. Payload: the org. */

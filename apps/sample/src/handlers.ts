@@ -3,13 +3,15 @@ import path from "node:path";
 import { handler, type JobContext } from "@forge/jobs";
 import { createExportHandler, createImportHandler, EXPORT_JOB_TASK, IMPORT_JOB_TASK, ImportError } from "@forge/import-export";
 import { createMailHandler, MAIL_JOB_TASK } from "@forge/mail";
-import type { AppConfig } from "./config.js";
+import { loadConfig, type AppConfig } from "./config.js";
 import { CONTACTS_EXPORTER, CONTACTS_IMPORTER, contactsExporter, contactsImporter } from "./contacts.js";
-import type { AppDatabase } from "./db.js";
+import { openDatabase, type AppDatabase } from "./db.js";
 import { DIGEST_TASK, digestHandler } from "./digest.js";
+import { suppressionList } from "./suppression.js";
+import { CAMPAIGN_SENT_TASK, flowHandlers, IMPORT_REPORT_TASK } from "./flows.js";
 
-/** The queues the worker serves; the web process enqueues into them. */
-export const QUEUES = { mails: "mails", imports: "imports", exports: "exports" } as const;
+// Its own module so that digest.ts (which handlers.ts imports) does not import handlers.ts back.
+export { QUEUES } from "./queues.js";
 
 export const uploadsDir = (config: Pick<AppConfig, "dataDir">): string => path.join(config.dataDir, "uploads");
 export const exportsDir = (config: Pick<AppConfig, "dataDir">): string => path.join(config.dataDir, "exports");
@@ -32,9 +34,13 @@ function orgOf(ctx: JobContext): string {
 export function createHandlers(config: Pick<AppConfig, "dataDir" | "smtpUrl" | "mailFrom" | "mailProvider">, db: AppDatabase) {
   if (!config.smtpUrl) throw new Error("SMTP_URL is not set: the worker needs it to send mail (e.g. smtp://user:pass@smtp.example.org:587)");
   return {
-    [MAIL_JOB_TASK]: createMailHandler({ transport: config.smtpUrl }),
+    // Suppressed recipients (bounced, complained, unsubscribed from bulk mail) are skipped and reported.
+    [MAIL_JOB_TASK]: createMailHandler({ transport: config.smtpUrl, suppression: suppressionList(db) }),
 
     ...handler(DIGEST_TASK, digestHandler(db.jobs, config)),
+
+    // An import's report to the org's admins, a campaign batch's callback (src/flows.ts).
+    ...flowHandlers(db, config),
 
     [IMPORT_JOB_TASK]: (payload: unknown, ctx: JobContext) => {
       const org = orgOf(ctx);
@@ -52,3 +58,28 @@ export function createHandlers(config: Pick<AppConfig, "dataDir" | "smtpUrl" | "
     },
   };
 }
+
+/** Every task createHandlers serves (a test keeps the two in step). */
+export const TASKS = [MAIL_JOB_TASK, DIGEST_TASK, IMPORT_JOB_TASK, EXPORT_JOB_TASK, IMPORT_REPORT_TASK, CAMPAIGN_SENT_TASK] as const;
+
+type AnyHandler = (payload: unknown, ctx: JobContext) => Promise<unknown>;
+let fromEnvironment: Record<string, AnyHandler> | undefined;
+
+/**
+ * For the `forge-jobs` CLI, from this folder: `pnpm jobs doctor --handlers src/handlers.ts`
+ * checks that every queued task and schedule has a handler here. The same handlers, built from
+ * the app's configuration on their first job only: importing this module opens nothing.
+ * (The app's worker is src/worker.ts, which also migrates and declares the mail limits.)
+ */
+export default Object.fromEntries(
+  TASKS.map((task) => [
+    task,
+    (payload: unknown, ctx: JobContext) => {
+      if (!fromEnvironment) {
+        const config = loadConfig();
+        fromEnvironment = createHandlers(config, openDatabase(config)) as unknown as Record<string, AnyHandler>;
+      }
+      return fromEnvironment[task]!(payload, ctx);
+    },
+  ]),
+) as Record<(typeof TASKS)[number], AnyHandler>;

@@ -1,12 +1,15 @@
 // The worker process: `pnpm worker` (tsx src/worker.ts). One process serving the three
 // queues; run as many as you need, on as many machines as you like.
-import { runWorker, type Logger } from "@forge/jobs";
+import { runWorker } from "@forge/jobs";
 import { loadConfig, redactUrl } from "./config.js";
 import { migrateApp, openDatabase } from "./db.js";
 import { createHandlers, QUEUES } from "./handlers.js";
+import { createLogger } from "./logging.js";
 import { declareMailLimits } from "./mail-limits.js";
+import { uploadCleanup } from "./uploads.js";
 
-const log = (message: string) => console.log(`[worker ${process.pid}] ${message}`);
+// The same logger as the web process (pino, one JSON line per event); the queue logs through it too.
+const log = createLogger("worker");
 
 const config = loadConfig();
 const db = openDatabase(config);
@@ -14,14 +17,14 @@ let handlers: ReturnType<typeof createHandlers>;
 try {
   handlers = createHandlers(config, db);
 } catch (error) {
-  console.error(`[worker] ${(error as Error).message}`);
+  log.error({ err: (error as Error).message }, (error as Error).message);
   await db.close();
   process.exit(1);
 }
 await migrateApp(db);
 // The provider's limits live in the database, where every worker's claim reads them; each
 // worker declares them from its configuration before it claims anything.
-log(await declareMailLimits(db.jobs, config));
+log.info({ mailProvider: config.mailProvider }, await declareMailLimits(db.jobs, config));
 
 // First SIGTERM (or SIGINT): stop claiming, let running jobs finish within the grace period,
 // hand the rest back without burning an attempt. A second one: exit at once (the leases of
@@ -30,32 +33,36 @@ const stop = new AbortController();
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
   process.on(signal, () => {
     if (stop.signal.aborted) {
-      log(`second ${signal}: exiting now`);
+      log.warn({ signal }, `second ${signal}: exiting now`);
       process.exit(1);
     }
-    log(`${signal}: finishing running jobs (send it again to exit at once)`);
+    log.info({ signal }, `${signal}: finishing running jobs (send it again to exit at once)`);
     stop.abort();
   });
 }
 
-const line = (level: string) => (obj: object, msg?: string) =>
-  log(`${level}${msg ?? ""}${Object.keys(obj).length ? ` ${JSON.stringify(obj, (_k, v: unknown) => (v instanceof Error ? v.message : v))}` : ""}`);
-const logger: Logger = { debug: () => undefined, info: line(""), warn: line("warning: "), error: line("error: ") };
-
-log(`serving ${Object.values(QUEUES).join(", ")} from ${redactUrl(config.databaseUrl)}${config.databaseSchema ? ` (schema ${config.databaseSchema})` : ""}`);
+log.info(
+  { queues: Object.values(QUEUES), database: redactUrl(config.databaseUrl), schema: config.databaseSchema ?? null },
+  `serving ${Object.values(QUEUES).join(", ")}`,
+);
+const uploads = uploadCleanup(db, config, log);
 await runWorker(handlers, {
   queue: Object.values(QUEUES),
   concurrency: 10,
   signal: stop.signal,
   db: db.jobs,
-  logger,
+  // A failed attempt is logged by the queue itself, once (warn, with jobId, attempt, willRetry,
+  // err): no job:failed listener here, or each failure would be two lines.
+  logger: log,
   events: {
-    "job:succeeded": ({ job, durationMs }) => log(`job ${job.id} ${job.task} (${job.queue}) done in ${durationMs} ms`),
-    "job:failed": ({ job, error, willRetry, retryInSeconds }) =>
-      log(
-        `job ${job.id} ${job.task} (${job.queue}) failed${willRetry ? `, retry in ${retryInSeconds} s` : ""}: ${error instanceof Error ? error.message : String(error)}`,
-      ),
+    "job:succeeded": (event) => {
+      const { job, durationMs } = event;
+      log.info({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, durationMs }, `job ${job.id} done`);
+      uploads["job:succeeded"]!(event);
+    },
+    // An import that ended, done or failed for good, no longer needs its upload (src/uploads.ts).
+    "job:failed": uploads["job:failed"]!,
   },
 });
 await db.close();
-log("stopped");
+log.info({}, "stopped");

@@ -39,8 +39,8 @@ describe.each(names)("POST /orgs/:org/password-resets (%s)", (name) => {
 
   it.each([
     ["no email", {}, ["email"]],
-    ["an invalid email and an unknown field", { email: "bob@", next: "/x" }, ["email", "next"]],
-    ["a body that is not an object", ["ada@example.org"], ["email"]],
+    ["an invalid email and an unknown field", { email: "bob@", next: "/x" }, ["next", "email"]],
+    ["a body that is not an object", ["ada@example.org"], ["body"]],
   ])("answers 400 problem+json for %s, and enqueues nothing", async (_what, body, fields) => {
     const before = await env.count();
     const response = await json("/orgs/acme/password-resets", body);

@@ -1,4 +1,4 @@
-import { getJob } from "@forge/jobs";
+import { enqueue, getJob } from "@forge/jobs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createEnv, spawnWorker, startApp, startSmtp, waitFor, type Env, postgresOn } from "./support.js";
 
@@ -77,6 +77,36 @@ describe.skipIf(!postgresOn)("src/worker.ts as a process (postgres)", () => {
       expect((await getJob(id, { db: env.db.jobs }))?.status).toBe("running");
     } finally {
       await cleanup();
+    }
+  });
+
+  it("logs one JSON line per event through pino; a failed attempt is one line, without its stack (issue 16.14)", async () => {
+    const smtp = await startSmtp();
+    const worker = spawnWorker(env, smtp.url);
+    try {
+      const ok = await sendOne("logged");
+      // A task this worker has no handler for: the attempt fails, for good.
+      const bad = await enqueue("no-such-task", { n: 1 }, { db: env.db.jobs, queue: "mails", maxAttempts: 3 });
+      await waitFor("both jobs to end", async () => {
+        const [a, b] = [await getJob(ok, { db: env.db.jobs }), await getJob(bad, { db: env.db.jobs })];
+        return a?.status === "done" && b?.status === "failed";
+      });
+      worker.child.kill("SIGTERM");
+      expect(await worker.exited).toBe(0);
+      const lines = worker.output
+        .join("")
+        .split("\n")
+        .filter((line) => line !== "");
+      const records = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+      for (const r of records) expect(r).toMatchObject({ process: "worker", level: expect.any(Number), time: expect.any(Number), msg: expect.any(String) });
+      const failures = records.filter((r) => r.jobId === bad);
+      expect(failures.map((r) => [r.level, r.attempt, r.willRetry])).toEqual([[40, 1, false]]);
+      for (const failure of failures) expect(failure.err).toMatch(/^\w*Error: no handler for task "no-such-task"; this worker handles [^\n]+$/);
+      expect(lines.join("\n")).not.toMatch(/\\n\s+at /);
+      expect(records.filter((r) => r.jobId === ok).map((r) => r.msg)).toEqual([`job ${ok} done`]);
+    } finally {
+      worker.child.kill("SIGKILL");
+      await smtp.close();
     }
   });
 

@@ -51,7 +51,7 @@ export function adminRoutes(app: FastifyInstance, db: AppDatabase, adminToken: s
     return;
   }
   const auth = new AdminAuth(adminToken);
-  const dashboard = createDashboard({ db: db.jobs, basePath: DASHBOARD_PATH, title: "Forge sample — jobs" });
+  const dashboard = createDashboard({ db: db.jobs, basePath: DASHBOARD_PATH, title: "Forge sample — jobs", logger: app.log });
 
   app.register(async (login) => {
     // The login form's body, here only: the dashboard reads its own forms.

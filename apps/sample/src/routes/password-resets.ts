@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { enqueue } from "@forge/jobs";
 import { MAIL_JOB_TASK, messageToPayload } from "@forge/mail";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { FastifyInstance } from "fastify";
 import type { AppConfig } from "../config.js";
-import { isEmail } from "../contacts.js";
 import type { AppDatabase } from "../db.js";
 import { QUEUES } from "../handlers.js";
 import { mailConcurrencyKey } from "../mail-limits.js";
-import { checkPath } from "./params.js";
+import { problemResponses, Accepted, OrgParams, PasswordResetBody } from "../schemas.js";
 
 /**
  * POST /orgs/:org/password-resets `{ email }` — one transactional mail, 202 at once. It goes
@@ -19,15 +19,16 @@ import { checkPath } from "./params.js";
  * answers 202 whether or not the address has an account.
  */
 export function passwordResetRoutes(app: FastifyInstance, db: AppDatabase, config: Pick<AppConfig, "mailFrom" | "mailProvider">): void {
-  app.post<{ Params: { org: string } }>("/orgs/:org/password-resets", async (request, reply) => {
+  const schema = {
+    summary: "Mail a password reset code",
+    params: OrgParams,
+    body: PasswordResetBody,
+    response: { 202: Accepted.passwordReset, ...problemResponses(400, 415) },
+  };
+  app.withTypeProvider<TypeBoxTypeProvider>().post("/orgs/:org/password-resets", { schema }, async (request, reply) => {
     const { org } = request.params;
-    const problems = checkPath(request.params);
-    const body: unknown = request.body;
-    const fields = typeof body === "object" && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
-    const email = typeof fields.email === "string" ? fields.email.trim() : "";
-    if (email === "" || !isEmail(email)) problems.add("email", "is required: a valid email address");
-    for (const key of Object.keys(fields)) if (key !== "email") problems.add(key, "is not a known field (email)");
-    problems.check("The password reset cannot be sent as given.");
+    // The schema checked its shape; spaces around it are allowed, and cut here.
+    const email = request.body.email.trim();
 
     const code = randomBytes(6).toString("hex").toUpperCase();
     const jobId = await enqueue(
