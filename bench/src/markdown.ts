@@ -1,4 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { writeCharts } from "./charts.js";
 import { markdownTable, type Results } from "./lib/report.js";
 import { markdownTargets } from "./lib/targets.js";
 
@@ -27,11 +29,17 @@ export function writeMarkdown(path: string, results: Results): void {
   for (const [k, v] of Object.entries(m.versions)) lines.push(`| ${k} | ${String(v)} |`);
   lines.push("");
   if (m.noise) lines.push(`Machine noise: ${m.noise}.`, "");
+  const charts = writeCharts(`${dirname(path)}/charts`, results);
+  if (charts.has("overview")) lines.push(`![processing by system and concurrency](charts/${charts.get("overview")})`, "");
   const t = markdownTargets(results);
   if (t) lines.push(t, "");
   const prevDates = [...new Set(results.tables.flatMap((t) => t.rows.map((r) => r.previous?.date)).filter(Boolean))];
   if (prevDates.length) lines.push(`Δ prev compares each table's first column with the run of ${prevDates.join(", ")}.`, "");
-  for (const table of results.tables) lines.push(markdownTable(table), "");
+  for (const table of results.tables) {
+    lines.push(markdownTable(table), "");
+    const chart = charts.get(table.id);
+    if (chart) lines.push(`![${table.title}](charts/${chart})`, "");
+  }
   const prof = results.profile as Record<string, any> | undefined;
   if (prof?.summary) {
     const p = prof.summary;

@@ -190,7 +190,7 @@ async function main(): Promise<void> {
     }
     for (const sys of Object.values(systems)) await sys.close().catch(() => undefined);
   }
-  for (const name of ["backends", "scale", "bloat", "profile", "flow"] as const) {
+  for (const name of ["backends", "scale", "bloat", "profile", "flow", "batch", "ten-million", "history"] as const) {
     if (!wanted(name)) continue;
     console.log(`\n[${name}]`);
     const t0 = Date.now();
@@ -236,7 +236,20 @@ machine noise: ${note}`);
   }
 }
 
-const ORDER = ["enqueue-one", "enqueue-bulk", "processing-c1", "processing-c10", "processing-c50", "latency", "sqlite", "mariadb", "scale", "bloat", "flow"];
+const ORDER = [
+  "enqueue-one",
+  "enqueue-bulk",
+  "processing-c1",
+  "processing-c10",
+  "processing-c50",
+  "latency",
+  "sqlite",
+  "mariadb",
+  "scale",
+  "bloat",
+  "flow",
+  "ten-million",
+];
 function order(id: string): number {
   const i = ORDER.findIndex((p) => id.startsWith(p));
   return i < 0 ? ORDER.length : i;

@@ -119,7 +119,20 @@ export const QUICK: Sizes = {
   flowKeys: 1000,
 };
 
-export const MEASURES = ["enqueue-one", "enqueue-bulk", "processing", "latency", "backends", "scale", "bloat", "profile", "flow"] as const;
+export const MEASURES = [
+  "enqueue-one",
+  "enqueue-bulk",
+  "processing",
+  "latency",
+  "backends",
+  "scale",
+  "bloat",
+  "profile",
+  "flow",
+  "batch",
+  "ten-million",
+  "history",
+] as const;
 export type MeasureName = (typeof MEASURES)[number];
 
 export interface Args {

@@ -1,0 +1,116 @@
+// Imports and exports an XLSX workbook of 1,000,000 cells (100,000 rows x 10 columns by
+// default) through @forge/import-export/xlsx and prints each side's peak RSS and rate. From
+// the repository root:
+//   npx tsx bench/import-export/xlsx-memory.ts [rows]
+// Each measure runs in a child process of its own, so its peak RSS is its own. The workbook
+// is written twice: with shared strings (as Excel writes them: the reader caches the
+// table) and with inline strings (as the exporter writes them).
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import ExcelJS from "exceljs";
+import { createExportHandler, createImportHandler, exportPayload, importPayload, type ImportProgress } from "../../packages/import-export/src/index.js";
+import { xlsxFormat } from "../../packages/import-export/src/xlsx.js";
+
+const COLUMNS = ["id", "name", "email", "city", "amount", "joined", "team", "phone", "score", "note"];
+const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10;
+
+function row(i: number): unknown[] {
+  return [
+    i,
+    `Person ${i}`,
+    `person${i}@example.com`,
+    "Zürich",
+    (i % 9973) / 100,
+    new Date(Date.UTC(2026, 0, 1 + (i % 365))),
+    `team ${i % 50}`,
+    `+41 44 ${String(i).padStart(7, "0")}`,
+    i % 100,
+    `note ${i}`,
+  ];
+}
+
+async function generate(file: string, rows: number, useSharedStrings: boolean): Promise<void> {
+  const book = new ExcelJS.stream.xlsx.WorkbookWriter({ filename: file, useSharedStrings, useStyles: true });
+  const sheet = book.addWorksheet("Data");
+  sheet.addRow(COLUMNS).commit();
+  for (let i = 1; i <= rows; i++) sheet.addRow(row(i)).commit();
+  sheet.commit();
+  await book.commit();
+}
+
+async function importOnly(dir: string, file: string): Promise<void> {
+  const rssByTenth: number[] = [];
+  const handler = createImportHandler({
+    importers: { noop: { validate: (r) => ({ ok: true, value: r }), writeBatch: async () => undefined } },
+    baseDir: dir,
+    formats: [xlsxFormat()],
+  });
+  const started = performance.now();
+  const report = await handler(importPayload({ importer: "noop", file }), {
+    checkpoint: async (progress: unknown, work?: (tx: unknown) => Promise<unknown>) => {
+      await work?.(undefined);
+      const { bytes, totalBytes } = progress as ImportProgress;
+      if (bytes >= ((rssByTenth.length + 1) * totalBytes) / 10) rssByTenth.push(mb(process.memoryUsage.rss()));
+      return true;
+    },
+  });
+  const seconds = (performance.now() - started) / 1000;
+  process.stdout.write(JSON.stringify({ rows: report.imported, seconds, peakRssMb: mb(process.resourceUsage().maxRSS * 1024), rssByTenth }));
+}
+
+async function exportOnly(dir: string, rows: number): Promise<void> {
+  const handler = createExportHandler({
+    exporters: {
+      big: {
+        columns: COLUMNS,
+        rows: function* () {
+          for (let i = 1; i <= rows; i++) yield Object.fromEntries(COLUMNS.map((c, j) => [c, row(i)[j]]));
+        },
+      },
+    },
+    baseDir: dir,
+    formats: [xlsxFormat()],
+  });
+  const started = performance.now();
+  const result = await handler(exportPayload({ exporter: "big", file: "export.xlsx" }));
+  const seconds = (performance.now() - started) / 1000;
+  process.stdout.write(JSON.stringify({ rows: result.rows, seconds, peakRssMb: mb(process.resourceUsage().maxRSS * 1024), rssByTenth: [] }));
+}
+
+async function child(args: string[]): Promise<{ rows: number; seconds: number; peakRssMb: number; rssByTenth: number[] }> {
+  const proc = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  let output = "";
+  proc.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const [code] = (await once(proc, "exit")) as [number | null];
+  if (code !== 0) throw new Error(`${args[0]} exited with ${code}`);
+  return JSON.parse(output) as { rows: number; seconds: number; peakRssMb: number; rssByTenth: number[] };
+}
+
+async function main(rows: number): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), "forge-xlsx-bench-"));
+  try {
+    for (const shared of [true, false]) {
+      const file = shared ? "shared.xlsx" : "inline.xlsx";
+      await generate(path.join(dir, file), rows, shared);
+      const { size } = await stat(path.join(dir, file));
+      const m = await child(["--import-only", dir, file]);
+      console.log(
+        `import ${file}: cells=${m.rows * COLUMNS.length} file=${mb(size)}MB time=${m.seconds.toFixed(1)}s rate=${Math.round((m.rows * COLUMNS.length) / m.seconds)} cells/s peakRSS=${m.peakRssMb}MB rssByTenth=[${m.rssByTenth.join(",")}]`,
+      );
+    }
+    const e = await child(["--export-only", dir, String(rows)]);
+    console.log(
+      `export: cells=${e.rows * COLUMNS.length} time=${e.seconds.toFixed(1)}s rate=${Math.round((e.rows * COLUMNS.length) / e.seconds)} cells/s peakRSS=${e.peakRssMb}MB (node ${process.version})`,
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === "--import-only") await importOnly(process.argv[3]!, process.argv[4]!);
+else if (process.argv[2] === "--export-only") await exportOnly(process.argv[3]!, Number(process.argv[4]));
+else await main(Number(process.argv[2] ?? 100_000));

@@ -1,0 +1,305 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import type pg from "pg";
+import { loadForge } from "../forge.js";
+import { PG_URL } from "../lib/env.js";
+import { adminClient, machineBusy, waitQuiet } from "../lib/metrics.js";
+import type { Row } from "../lib/report.js";
+import { median, percentile, rotate, sleep, sorted } from "../lib/stats.js";
+import { ForgeSystem, type ForgeAdmin } from "../systems/forge.js";
+import { addSample, processingRun, type Ctx } from "./common.js";
+import { otherBackends } from "./ten-million-backends.js";
+
+/**
+ * Issue 17.4: ten million finished jobs in one PostgreSQL table, in a database of its own
+ * (bench_10m), against an empty table in the same database:
+ * - claim rate (runWorker, concurrency 10) on each;
+ * - statusCounts (what `forge-jobs status`, the dashboard and the queue-depth gauges read)
+ *   latency on each, and the old whole-table count once for reference;
+ * - prune of 1,000,000 of those rows while four lanes claim and complete one job at a time:
+ *   their latency during the prune against the same lanes without it.
+ * The fixture is written once (INSERT … SELECT generate_series, triggers off, counts rebuilt
+ * by one aggregate) and kept across runs; each prune round first puts back the rows it deletes.
+ */
+const ROWS = Number(process.env.BENCH_10M_ROWS ?? 10_000_000);
+const PRUNED = Number(process.env.BENCH_10M_PRUNE ?? 1_000_000);
+const DATABASE = "bench_10m";
+const DB_URL = PG_URL.replace(/\/[^/?]*(\?|$)/, `/${DATABASE}$1`);
+const EMPTY = "forge_empty";
+const FULL = "forge_10m";
+const STATUS_CALLS = 300;
+const LANES = 4;
+const BASELINE_SECONDS = 15;
+const RESULTS = fileURLToPath(new URL("../../results/", import.meta.url));
+
+/** The old statusCounts statement (before migration 7): every row of the table, grouped. */
+const WHOLE_TABLE_COUNT = (table: string) => `
+  SELECT queue, status, count(*) AS n,
+         count(*) FILTER (WHERE status = 'pending' AND run_at <= now()) AS ready
+  FROM ${table} GROUP BY queue, status`;
+
+/** Pending and running through the partial indexes: the harness's own polling must not scan ten million rows. */
+function admin10(admin: pg.Client, keep: boolean): ForgeAdmin {
+  return {
+    reset: async (table) => {
+      if (keep) {
+        await admin.query(`DELETE FROM ${table} WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''`);
+        await admin.query(`DELETE FROM ${table} WHERE status = 'running'`);
+        await admin.query(`VACUUM ${table}`);
+      } else await admin.query(`TRUNCATE ${table} RESTART IDENTITY`);
+      await admin.query("CHECKPOINT");
+    },
+    unfinished: async (table) => {
+      const { rows } = await admin.query<{ n: string }>(
+        `SELECT (SELECT count(*) FROM ${table} WHERE status = 'pending' AND group_key = '' AND concurrency_key = '')
+              + (SELECT count(*) FROM ${table} WHERE status = 'running') AS n`,
+      );
+      return Number(rows[0]!.n);
+    },
+  };
+}
+
+async function finishedRows(admin: pg.Client, schema: string): Promise<number> {
+  const { rows } = await admin.query<{ n: string | null }>(`SELECT sum(n) AS n FROM ${schema}.jobs_counts`);
+  return Number(rows[0]!.n ?? 0);
+}
+
+/**
+ * Done rows finished a day ago, or (`old`) thirty days ago: what prune --older-than 7d takes.
+ * Written with triggers off (session_replication_role): the caller adds them to the counts.
+ */
+async function insertDone(admin: pg.Client, table: string, from: number, count: number, old: boolean): Promise<void> {
+  await admin.query("SET session_replication_role = replica");
+  try {
+    for (let at = from; at < from + count; at += 1_000_000) {
+      const n = Math.min(1_000_000, from + count - at);
+      await admin.query(
+        `INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, started_at, finished_at)
+         SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1, t, t, t, t, t
+         FROM generate_series($1::int, $2::int) AS g, (SELECT now() - make_interval(days => $3::int) AS t) AS c`,
+        [at, at + n - 1, old ? 30 : 1],
+      );
+      process.stdout.write(".");
+    }
+  } finally {
+    await admin.query("SET session_replication_role = DEFAULT");
+  }
+}
+
+async function buildFixture(admin: pg.Client, table: string): Promise<void> {
+  const t0 = performance.now();
+  await admin.query(`TRUNCATE ${table} RESTART IDENTITY`);
+  process.stdout.write(`  writing ${ROWS.toLocaleString("en-US")} done rows `);
+  // The oldest PRUNED rows finished thirty days ago, the rest a day ago.
+  await insertDone(admin, table, 1, PRUNED, true);
+  await insertDone(admin, table, PRUNED + 1, ROWS - PRUNED, false);
+  // The counts, rebuilt by one aggregate.
+  await admin.query(`DELETE FROM ${FULL}.jobs_counts`);
+  await admin.query(
+    `INSERT INTO ${FULL}.jobs_counts (queue, tenant, status, shard, n)
+     SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ('done', 'failed', 'cancelled') GROUP BY 1, 2, 3`,
+  );
+  await admin.query(`VACUUM ANALYZE ${table}`);
+  console.log(` ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+}
+
+function summary(values: number[]): { p50: number; p99: number; n: number } {
+  const s = sorted(values);
+  return { p50: percentile(s, 50), p99: percentile(s, 99), n: s.length };
+}
+
+type Forge = Awaited<ReturnType<typeof loadForge>>;
+
+async function statusLatency(forge: Forge, db: ReturnType<Forge["connect"]>): Promise<number[]> {
+  for (let i = 0; i < 5; i++) await forge.statusCounts({ db });
+  const ms: number[] = [];
+  for (let i = 0; i < STATUS_CALLS; i++) {
+    const t0 = performance.now();
+    await forge.statusCounts({ db });
+    ms.push(performance.now() - t0);
+  }
+  return ms;
+}
+
+/** LANES loops of enqueue + processOne, timing processOne (a claim and a completion), until `until` resolves. */
+async function lanes(forge: Forge, db: ReturnType<Forge["connect"]>, until: Promise<unknown>): Promise<number[]> {
+  let stop = false;
+  void until.finally(() => (stop = true));
+  const ms: number[] = [];
+  await Promise.all(
+    Array.from({ length: LANES }, async () => {
+      while (!stop) {
+        await forge.enqueue("noop", null, { db, queue: "probe" });
+        const t0 = performance.now();
+        await forge.processOne({ noop: () => null }, { db, queue: "probe" });
+        ms.push(performance.now() - t0);
+      }
+    }),
+  );
+  return ms;
+}
+
+/** BENCH_10M_BACKENDS (default all three) picks the parts; each writes its own file in bench/results/. */
+export async function run(ctx: Ctx): Promise<void> {
+  const wanted = (process.env.BENCH_10M_BACKENDS ?? "postgres,sqlite,mariadb").split(",");
+  if (wanted.includes("postgres")) await postgres(ctx);
+  if (wanted.includes("sqlite") || wanted.includes("mariadb")) {
+    const others = await otherBackends(ctx.sizes.quietWaitMs);
+    mkdirSync(RESULTS, { recursive: true });
+    writeFileSync(`${RESULTS}ten-million-backends.json`, `${JSON.stringify({ date: new Date().toISOString(), commit: commit(), ...others }, null, 2)}\n`);
+  }
+}
+
+function commit(): string {
+  return execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
+}
+
+async function postgres(ctx: Ctx): Promise<void> {
+  const rounds = ctx.sizes.rounds;
+  const jobs = ctx.sizes.bloatJobs;
+  if ((await ctx.admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [DATABASE])).rowCount === 0) {
+    await ctx.admin.query(`CREATE DATABASE ${DATABASE}`);
+  }
+  const admin = await adminClient(DB_URL);
+  const forge = await loadForge();
+  const empty = new ForgeSystem("forge", "@forge/jobs, empty table", "postgres", DB_URL, EMPTY, admin10(admin, false));
+  const full = new ForgeSystem("forge-10m", `@forge/jobs, ${ROWS.toLocaleString("en-US")} done rows`, "postgres", DB_URL, FULL, admin10(admin, true));
+  await empty.prepare();
+  await full.prepare();
+  const table = full.table;
+  const have = await finishedRows(admin, FULL);
+  if (have < ROWS) await buildFixture(admin, table);
+  else console.log(`  reusing ${have.toLocaleString("en-US")} finished rows in ${table}`);
+  const size = (await admin.query<{ s: string }>(`SELECT pg_size_pretty(pg_total_relation_size('${table}')) AS s`)).rows[0]!.s;
+  const raw: Record<string, unknown> = { rows: ROWS, pruned: PRUNED, rounds, jobs, tableSize: size, busyBefore: await machineBusy() };
+
+  // 1. Claim rate.
+  const rate = new Map<ForgeSystem, Row>(
+    [empty, full].map((s) => [s, { system: s.id, label: s.label, config: "runWorker({ concurrency: 10 })", samples: {} }]),
+  );
+  for (let r = 0; r < rounds; r++) {
+    process.stdout.write(`  claim rate round ${r + 1}:`);
+    for (const s of rotate([empty, full], r)) {
+      const res = await processingRun(s, "default", 10, jobs, ctx.sizes.runTimeoutS * 2, null);
+      addSample(rate.get(s)!, "jobs/s", res.rate);
+      process.stdout.write(` ${s.id} ${Math.round(res.rate)}${res.timedOut ? " (timed out)" : ""}`);
+    }
+    process.stdout.write("\n");
+  }
+
+  // 2. statusCounts latency, a backlog of 1,000 pending jobs in each table.
+  const dbs = { empty: forge.connect(DB_URL, { schema: EMPTY }), full: forge.connect(DB_URL, { schema: FULL }) };
+  const status: Record<string, { p50: number[]; p99: number[] }> = { empty: { p50: [], p99: [] }, full: { p50: [], p99: [] } };
+  for (const s of [empty, full]) await s.reset();
+  for (const db of Object.values(dbs))
+    await forge.enqueueMany(
+      Array.from({ length: 1000 }, (_, i) => ({ task: "noop", payload: { i } })),
+      { db },
+    );
+  for (let r = 0; r < rounds; r++) {
+    for (const key of rotate(["empty", "full"] as const, r)) {
+      await waitQuiet(ctx.sizes.quietWaitMs);
+      const m = summary(await statusLatency(forge, dbs[key]));
+      status[key]!.p50.push(m.p50);
+      status[key]!.p99.push(m.p99);
+    }
+    console.log(`  statusCounts round ${r + 1}: p99 empty ${status.empty!.p99.at(-1)!.toFixed(2)} ms, 10M ${status.full!.p99.at(-1)!.toFixed(2)} ms`);
+  }
+  const whole: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const t0 = performance.now();
+    await admin.query(WHOLE_TABLE_COUNT(table));
+    whole.push(performance.now() - t0);
+  }
+  console.log(`  the old whole-table count: ${whole.map((v) => v.toFixed(0)).join(", ")} ms`);
+  raw.status = status;
+  raw.wholeTableCountMs = whole;
+
+  // 3. Prune of PRUNED rows while lanes claim and complete.
+  const pruneRounds = Math.max(1, Math.min(rounds, 2));
+  const prune: {
+    seconds: number[];
+    deleted: number[];
+    baseP50: number[];
+    baseP99: number[];
+    duringP50: number[];
+    duringP99: number[];
+    baseRate: number[];
+    duringRate: number[];
+  } = {
+    seconds: [],
+    deleted: [],
+    baseP50: [],
+    baseP99: [],
+    duringP50: [],
+    duringP99: [],
+    baseRate: [],
+    duringRate: [],
+  };
+  const probe = forge.connect(DB_URL, { schema: FULL });
+  for (let r = 0; r < pruneRounds; r++) {
+    const { rows } = await admin.query<{ n: string }>(
+      `SELECT count(*) AS n FROM ${table} WHERE status IN ('done', 'failed', 'cancelled') AND finished_at < now() - interval '7 days'`,
+    );
+    const old = Number(rows[0]!.n);
+    if (old < PRUNED) {
+      process.stdout.write(`  putting back ${(PRUNED - old).toLocaleString("en-US")} old rows `);
+      await insertDone(admin, table, ROWS + 1, PRUNED - old, true);
+      await admin.query(
+        `INSERT INTO ${FULL}.jobs_counts AS c (queue, tenant, status, shard, n) VALUES ('default', '', 'done', 0, $1)
+         ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`,
+        [PRUNED - old],
+      );
+      await admin.query(`VACUUM ANALYZE ${table}`);
+      process.stdout.write("\n");
+    }
+    await admin.query("CHECKPOINT");
+    await waitQuiet(ctx.sizes.quietWaitMs);
+    const base = await lanes(forge, probe, sleep(BASELINE_SECONDS * 1000));
+    const b = summary(base);
+    const t0 = performance.now();
+    const pruning = forge.prune({ db: dbs.full, olderThan: 7 * 86400, batchSize: 1000 });
+    const during = await lanes(forge, probe, pruning);
+    const deleted = await pruning;
+    const seconds = (performance.now() - t0) / 1000;
+    const d = summary(during);
+    prune.seconds.push(seconds);
+    prune.deleted.push(deleted);
+    prune.baseP50.push(b.p50);
+    prune.baseP99.push(b.p99);
+    prune.duringP50.push(d.p50);
+    prune.duringP99.push(d.p99);
+    prune.baseRate.push(b.n / BASELINE_SECONDS);
+    prune.duringRate.push(d.n / seconds);
+    console.log(
+      `  prune round ${r + 1}: ${deleted} rows in ${seconds.toFixed(1)} s; claim+complete p50/p99 ${b.p50.toFixed(2)}/${b.p99.toFixed(2)} ms without, ${d.p50.toFixed(2)}/${d.p99.toFixed(2)} ms during`,
+    );
+  }
+  raw.prune = prune;
+  raw.counts = { full: await forge.statusCounts({ db: dbs.full, queue: "default" }) };
+  for (const db of [...Object.values(dbs), probe]) await db.close();
+  await empty.close();
+  await full.close();
+  await admin.end();
+
+  const claim = [...rate.values()];
+  raw.claimRate = Object.fromEntries(claim.map((row) => [row.system, row.samples["jobs/s"]]));
+  const ratio = median(claim[1]!.samples["jobs/s"]!) / median(claim[0]!.samples["jobs/s"]!);
+  raw.claimRatio = ratio;
+  raw.date = new Date().toISOString();
+  raw.commit = commit();
+  mkdirSync(RESULTS, { recursive: true });
+  writeFileSync(`${RESULTS}ten-million.json`, `${JSON.stringify(raw, null, 2)}\n`);
+  ctx.publish({
+    id: "ten-million",
+    title: `Claim rate with ${ROWS.toLocaleString("en-US")} finished jobs in the table vs an empty table (${jobs} jobs, concurrency 10)`,
+    unit: "jobs/s",
+    better: "higher",
+    columns: ["jobs/s"],
+    ref: "forge",
+    rows: claim,
+    notes: [`Table with the done rows: ${size}. Raw figures of the whole measure: bench/results/ten-million.json.`],
+  });
+}
