@@ -142,10 +142,17 @@ async function drive(cluster: HaCluster, db: JobsDatabase, fleet: Fleet): Promis
   await Promise.race([
     producing,
     new Promise((_, reject) => {
-      bound = setTimeout(() => {
-        const why = [...lastErrors].map(([p, e]) => `producer${p}: ${e.tries} failures, the last ${Date.now() - e.at} ms ago: ${e.error}`).join("; ");
-        reject(new Error(`the producers were still retrying ${timeoutMs(90, 600)} ms after the primary came back (${acknowledged.length} of ${JOBS} acknowledged; ${why || "no failure recorded: an enqueue never returned"})`));
-      }, timeoutMs(90, 600));
+      bound = setTimeout(
+        () => {
+          const why = [...lastErrors].map(([p, e]) => `producer${p}: ${e.tries} failures, the last ${Date.now() - e.at} ms ago: ${e.error}`).join("; ");
+          reject(
+            new Error(
+              `the producers were still retrying ${timeoutMs(90, 600)} ms after the primary came back (${acknowledged.length} of ${JOBS} acknowledged; ${why || "no failure recorded: an enqueue never returned"})`,
+            ),
+          );
+        },
+        timeoutMs(90, 600),
+      );
     }),
   ]).finally(() => {
     clearTimeout(bound);
