@@ -77,6 +77,20 @@ describe("a file that is not CSV fails the job at once, with one message", () =>
     );
   });
 
+  it("a header with two columns that map to the same column (E-mail and Email Address): refused, nothing written", async () => {
+    const written: Person[] = [];
+    const importer: Importer<Person> = {
+      validate: validatePerson,
+      writeBatch: async (values) => void written.push(...values),
+      header: { required: ["id", "name", "email"], aliases: { email: ["E-mail", "Email Address"] } },
+    };
+    const error = await rejection(importFixture("header-two-emails.csv", {}, importer));
+    expect(error).toBeInstanceOf(ImportError);
+    expect(error.retryable).toBe(false);
+    expect(error.message).toBe('the file cannot be imported: the header has two columns for "email": "E-mail", "Email Address"');
+    expect(written).toEqual([]);
+  });
+
   it("a file whose first record cannot be parsed", async () => {
     const error = await rejection(importFixture("unclosed-quote-first.csv"));
     expect(error.retryable).toBe(false);
