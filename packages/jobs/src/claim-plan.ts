@@ -5,12 +5,15 @@ import { ServedGroups } from "./served.js";
 
 /**
  * What a worker's next claim asks for, and what its last one said about the queues: plain
- * (batches, a prefetch buffer) or fair (groups or limited keys in play: only what can start now,
- * since buffered jobs would count as running for their group and key while idle), and whether
- * a rate asked it to come back when a token refills.
+ * (batches, a prefetch buffer), fair (groups: the same buffer, at most one job per slot, since a
+ * buffered job counts as running for its group and the next group's job waits behind it), or
+ * fair with limited keys (only what can start now: a buffered job would hold its key's slot
+ * idle while another worker could run it); and whether a rate asked it to come back when a
+ * token refills.
  */
 export class ClaimPlan {
   private fair = false;
+  private limited = false;
   private retryInMs: number | null = null;
   /** Slots freed so far (their completion landed): a claim that came back short while one was freed may have missed it. */
   private freed = 0;
@@ -26,7 +29,8 @@ export class ClaimPlan {
 
   /** Jobs the worker should hold, running and buffered. */
   size(): number {
-    return this.concurrency + (this.fair ? 0 : this.prefetch.target());
+    if (!this.fair) return this.concurrency + this.prefetch.target();
+    return this.concurrency + (this.limited ? 0 : Math.min(this.concurrency, this.prefetch.target()));
   }
 
   /**
@@ -44,9 +48,10 @@ export class ClaimPlan {
     const claimed = await claimJobs(db, { ...base, limit: capacity, start, fair: this.fair, served: this.served.view });
     this.prefetch.claimTook(performance.now() - startedAt);
     this.fair = claimed.fair;
+    this.limited = claimed.fair && claimed.limited;
     this.retryInMs = claimed.retryInMs;
-    // A fair claim takes at most the free slots: fewer than `capacity` is not "no more work".
-    return { ...claimed, more: claimed.jobs.length >= (claimed.fair ? start : capacity) || this.freed !== freed };
+    // A fair claim among limited keys takes at most the free slots: fewer than `capacity` is not "no more work".
+    return { ...claimed, more: (claimed.wanted > 0 && claimed.jobs.length >= claimed.wanted) || this.freed !== freed };
   }
 
   /** A run's completion (or snooze) landed: its group's and key's slot is free in the database. */

@@ -212,11 +212,15 @@ function sqlitePick(db: JobsDatabase, queues: number, limit: string): string {
 /** What a claim took, and how the claim loop should go on. */
 export interface ClaimResult {
   jobs: ClaimedJob[];
-  /**
-   * The fair claim served these queues (they hold jobs with a group or a concurrency key): it
-   * took no more than could start now, and the worker holds none in its buffer meanwhile.
-   */
+  /** The fair claim served these queues (they hold jobs with a group or a concurrency key). */
   fair: boolean;
+  /**
+   * The most jobs the claim meant to take: a claim that took fewer left nothing claimable. The
+   * fair claim takes only what can start now when limited keys are among its candidates.
+   */
+  wanted: number;
+  /** Limited keys were among the fair claim's candidates: hold no jobs unstarted (their slots would sit idle). */
+  limited: boolean;
   /** When a job held back by its key's rate can next start, if one was. */
   retryInMs: number | null;
   /** Keys whose pending jobs the claim held back (at their concurrency limit or out of tokens). */
@@ -224,22 +228,38 @@ export interface ClaimResult {
 }
 
 export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimResult> {
-  if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null, throttled: [] };
+  if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null, throttled: [], wanted: 0, limited: false };
   const start = Math.max(0, Math.min(request.start, request.limit));
   const rows: ClaimRow[] = [];
   if (!request.fair) {
     const claim = forDialect(CLAIM, db.dialect, "claim")(db, request.queues);
     rows.push(...(await runSql<ClaimRow>(db.executor, claim.sql, [claim.queues, request.limit, request.lease, request.workerId, start], "claim")).rows);
   }
-  if (rows.length > 0) return { jobs: rows.map((row) => toClaimed(db.sql, row)).sort(byClaimOrder), fair: false, retryInMs: null, throttled: [] };
+  if (rows.length > 0) {
+    return {
+      jobs: rows.map((row) => toClaimed(db.sql, row)).sort(byClaimOrder),
+      fair: false,
+      retryInMs: null,
+      throttled: [],
+      wanted: request.limit,
+      limited: false,
+    };
+  }
   // Nothing plain: flow jobs may be waiting (the plain claim stands aside for them), or nothing is ready.
   const fair = await fairClaim<ClaimRow>(
     db,
-    { queues: request.queues, limit: start, lease: request.lease, workerId: request.workerId, served: request.served },
+    { queues: request.queues, limit: request.limit, start, lease: request.lease, workerId: request.workerId, served: request.served },
     columnList(db.sql, CLAIMED),
   );
   // Taken in fair-share order, which a worker keeps (it runs a claim's jobs in the claim's order).
-  return { jobs: fair.rows.map((row) => toClaimed(db.sql, row)), fair: fair.flow, retryInMs: fair.retryInMs, throttled: fair.throttled };
+  return {
+    jobs: fair.rows.map((row) => toClaimed(db.sql, row)),
+    fair: fair.flow,
+    retryInMs: fair.retryInMs,
+    throttled: fair.throttled,
+    wanted: fair.wanted,
+    limited: fair.limited,
+  };
 }
 
 function byClaimOrder(a: ClaimedJob, b: ClaimedJob): number {

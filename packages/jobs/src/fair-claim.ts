@@ -25,8 +25,14 @@ import { msUntilToken, ruleFor, type LimitRule } from "./limit-rules.js";
  */
 export interface FairClaimRequest {
   queues: readonly string[];
-  /** Jobs wanted: no more than the worker can start now (buffered jobs would hold slots idle). */
+  /** Jobs wanted, started and held: the worker's free slots and the room of its buffer. */
   limit: number;
+  /**
+   * How many of them start now (the first in fair-share order). When a limited key is among the
+   * candidates the claim takes no more than these: a held job's key slot would sit idle in this
+   * worker's buffer while another worker could run it.
+   */
+  start: number;
   lease: number;
   workerId: string;
   /** When this caller last served each group (see fair-share.ts). */
@@ -42,6 +48,10 @@ export interface FairClaimResult<R> {
   retryInMs: number | null;
   /** Keys whose pending jobs this claim held back: at their concurrency limit or out of tokens. */
   throttled: string[];
+  /** How many jobs the claim meant to take at most: `limit`, or `start` when limited keys were in play. */
+  wanted: number;
+  /** Limited keys were among the candidates: the caller should hold no jobs unstarted. */
+  limited: boolean;
 }
 
 /** Whether jobs of group '' carry keys (then the queue still needs the fair claim). */
@@ -76,12 +86,27 @@ async function groupLoad(
   return { running, weights };
 }
 
-/** Claims the chosen jobs, all started now; `answer` is the column list read back. */
-async function claimChosen<R extends object>(db: JobsDatabase, tx: Executor, ids: number[], request: FairClaimRequest, answer: string): Promise<R[]> {
+/**
+ * Claims the chosen jobs; the first `start` start now (their attempt counted), the rest are held
+ * unstarted, as the plain claim does (see start.ts); `answer` is the column list read back.
+ */
+async function claimChosen<R extends object>(
+  db: JobsDatabase,
+  tx: Executor,
+  ids: number[],
+  start: number,
+  request: FairClaimRequest,
+  answer: string,
+): Promise<R[]> {
   const token = db.sql.newToken ?? valueForId("$1", "$4");
-  const set = `status = 'running', claim_token = ${token}, attempts = attempts + 1, started_at = ${db.sql.now},
+  const starting = db.sql.newToken ? "$4" : "$5";
+  const startsNow = `${db.sql.inList("id", starting)}`;
+  const set = `status = 'running', claim_token = ${token},
+               attempts = attempts + CASE WHEN ${startsNow} THEN 1 ELSE 0 END,
+               started_at = CASE WHEN ${startsNow} THEN ${db.sql.now} END,
                locked_until = ${db.sql.nowPlus("$2")}, heartbeat_at = ${db.sql.now}, locked_by = $3, updated_at = ${db.sql.now}`;
-  const params = [ids, request.lease, request.workerId, ...(db.sql.newToken ? [] : [ids.map(() => randomUUID())])];
+  const startIds = start > 0 ? ids.slice(0, start) : [0];
+  const params = [ids, request.lease, request.workerId, ...(db.sql.newToken ? [] : [ids.map(() => randomUUID())]), startIds];
   if (db.sql.returning) {
     return (await tx.query<R>(`UPDATE ${db.table} SET ${set} WHERE ${db.sql.inList("id", "$1")} RETURNING ${answer}`, params, "fair_claim")).rows;
   }
@@ -90,7 +115,7 @@ async function claimChosen<R extends object>(db: JobsDatabase, tx: Executor, ids
 }
 
 export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
-  if (request.limit <= 0) return { rows: [], flow: true, retryInMs: null, throttled: [] };
+  if (request.limit <= 0) return { rows: [], flow: true, retryInMs: null, throttled: [], wanted: 0, limited: false };
   // The retry may meet other keys' first claim (the candidates changed meanwhile): a few rounds.
   for (let round = 1; ; round++) {
     try {
@@ -108,8 +133,11 @@ const MISSING_KEY_ROUNDS = 5;
 /** No key known to be held back (no limit stored, or no keyed job at the heads). */
 const NO_SURVEY: Survey = { blocked: { keys: [], prefixes: [] }, rules: [], retryInMs: null };
 
+type Found<R> = Omit<FairClaimResult<R>, "wanted" | "limited">;
+
 function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
-  return db.executor.transaction(async (tx) => {
+  return db.executor.transaction(async (tx): Promise<FairClaimResult<R>> => {
+    const none = (found: Found<R>): FairClaimResult<R> => ({ ...found, wanted: request.limit, limited: false });
     let survey: Survey = NO_SURVEY;
     let candidates: Candidate[];
     let flow: boolean;
@@ -136,13 +164,13 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
       survey = await surveyKeys(db, tx);
       const sources: GroupSource[] = [];
       for (const queue of request.queues) sources.push(...(await groupsOf(db, tx, queue)));
-      if (sources.length === 0) return { rows: [], flow: false, retryInMs: null, throttled: [] };
+      if (sources.length === 0) return none({ rows: [], flow: false, retryInMs: null, throttled: [] });
       flow = !(sources.length === request.queues.length && sources.every((s) => s.group === "")) || (await hasKeyed(db, tx, request.queues));
       candidates = await candidatesOf(db, tx, sources, request.limit + 1, survey.blocked);
     }
     let retryInMs = survey.retryInMs;
     const throttled = new Set(await blockedWithWork(db, tx, request.queues, survey.blocked.keys));
-    if (candidates.length === 0) return { rows: [], flow, retryInMs, throttled: [...throttled] };
+    if (candidates.length === 0) return none({ rows: [], flow, retryInMs, throttled: [...throttled] });
     const keys = [...new Set(candidates.map((c) => c.key).filter((k) => k !== ""))];
     const known = new Set(survey.rules.map((r) => r.key));
     const unknown = keys.filter((k) => !known.has(k));
@@ -162,7 +190,9 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
     const groups = [...new Set(candidates.map((c) => c.group))];
     const { running, weights } = load ?? (await groupLoad(db, tx, request.queues, groups));
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
-    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: request.limit, served: request.served });
+    const limitedHere = locked.size > 0;
+    const wanted = limitedHere ? Math.min(request.limit, request.start) : request.limit;
+    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: wanted, served: request.served });
     const rows =
       chosen.length === 0
         ? []
@@ -170,6 +200,7 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
             db,
             tx,
             chosen.map((c) => c.id),
+            request.start,
             request,
             answer,
           );
@@ -193,6 +224,6 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
       waitForToken(l, l.tokens - (takenPerKey.get(key) ?? 0));
     }
     for (const key of heldBack) throttled.add(key);
-    return { rows, flow, retryInMs, throttled: [...throttled] };
+    return { rows, flow, retryInMs, throttled: [...throttled], wanted, limited: limitedHere };
   });
 }

@@ -111,6 +111,42 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     expect(order).toEqual(["a", "b", "a", "b", "a", "a"]);
   });
 
+  it("over groups alone a claim holds jobs beyond its free slots unstarted, counted as running for their group; with a limited key among the candidates, only what starts now", async () => {
+    const queue = uniqueName("held");
+    await enqueueMany(
+      Array.from({ length: 10 }, (_, i) => ({ task: "t", group: i % 2 === 0 ? "a" : "b", payload: i })),
+      { db: t.db, queue },
+    );
+    const taken = await claim(queue, 2, 6);
+    expect(taken).toMatchObject({ fair: true, limited: false, wanted: 6 });
+    expect(taken.jobs.map((j) => j.started)).toEqual([true, true, false, false, false, false]);
+    expect(taken.jobs.map((j) => j.group)).toEqual(["a", "b", "a", "b", "a", "b"]);
+    // Held jobs are running rows (their group's share counts them) whose attempt is not used yet.
+    const rows = await t.sql<{ attempts: number | string; started: number | string | boolean }>(
+      `SELECT attempts, CASE WHEN started_at IS NULL THEN 0 ELSE 1 END AS started FROM {jobs} WHERE queue = $1 AND status = 'running' ORDER BY id`,
+      [queue],
+    );
+    expect(rows.map((r) => [Number(r.attempts), Number(r.started)])).toEqual([
+      [1, 1],
+      [1, 1],
+      [0, 0],
+      [0, 0],
+      [0, 0],
+      [0, 0],
+    ]);
+
+    const limitedQueue = uniqueName("held-limited");
+    const key = uniqueName("k");
+    await limit(key, 5);
+    await enqueueMany(
+      Array.from({ length: 10 }, (_, i) => ({ task: "t", group: i % 2 === 0 ? "a" : "b", concurrencyKey: i === 0 ? key : undefined })),
+      { db: t.db, queue: limitedQueue },
+    );
+    const few = await claim(limitedQueue, 2, 6);
+    expect(few).toMatchObject({ fair: true, limited: true, wanted: 2 });
+    expect(few.jobs.map((j) => j.started)).toEqual([true, true]);
+  });
+
   it("jobs without group or key form one group beside the others", async () => {
     const queue = uniqueName("mixed");
     await enqueueMany(
