@@ -30,15 +30,16 @@ export async function readBatchSummary(db: JobsDatabase, callbackId: number, ten
   if (!row) return null;
   const batchId = Number(row.id);
   const counts = await db.executor.query<{ status: string; n: number | string }>(
-    `SELECT status, count(*) AS n FROM ${db.table} WHERE batch_id = $1 GROUP BY status`,
-    [batchId],
+    `SELECT status, count(*) AS n FROM ${db.table} WHERE batch_id = $1 AND ${sameTenant("tenant", "$2")} GROUP BY status`,
+    [batchId, tenant],
   );
   const summary: BatchSummary = { batchId, done: 0, failed: 0, cancelled: 0, failedIds: [] };
   for (const c of counts.rows) if (c.status === "done" || c.status === "failed" || c.status === "cancelled") summary[c.status] = Number(c.n);
   if (summary.failed > 0) {
-    const failed = await db.executor.query<{ id: number | string }>(`SELECT id FROM ${db.table} WHERE batch_id = $1 AND status = 'failed' ORDER BY id`, [
-      batchId,
-    ]);
+    const failed = await db.executor.query<{ id: number | string }>(
+      `SELECT id FROM ${db.table} WHERE batch_id = $1 AND status = 'failed' AND ${sameTenant("tenant", "$2")} ORDER BY id`,
+      [batchId, tenant],
+    );
     summary.failedIds = failed.rows.map((r) => Number(r.id));
   }
   return summary;

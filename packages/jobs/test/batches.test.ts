@@ -1,7 +1,19 @@
 // Batches (issue 19): enqueueBatch, a callback released exactly once when every item ended
 // (done, failed, cancelled), ctx.batch(), including two last items finishing at once. All backends.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cancelJob, drain, enqueueBatch, getJob, JobError, processOne, reclaim, statusCounts, type BatchSummary, type JobContext } from "../src/index.js";
+import {
+  cancelJob,
+  drain,
+  enqueue,
+  enqueueBatch,
+  getJob,
+  JobError,
+  processOne,
+  reclaim,
+  statusCounts,
+  type BatchSummary,
+  type JobContext,
+} from "../src/index.js";
 import { backends, deferred, type TestDatabase } from "./helpers/backends.js";
 
 const permanent = (message: string) => Object.assign(new Error(message), { retryable: false });
@@ -93,6 +105,30 @@ describe.each(backends())("batches ($name)", (backend) => {
       expect(await drain({ done: () => void runs++ }, { db: t.db, queue })).toBe(1);
       expect(runs).toBe(1);
     }
+  });
+
+  it("ctx.batch() counts only its own tenant: two tenants' twin batches, and an item planted across tenants, never cross", async () => {
+    const queue = "tenants";
+    const items = [
+      { task: "send", payload: { to: "a" } },
+      { task: "send", payload: { to: "bounce" } },
+    ];
+    const a = await enqueueBatch(items, { db: t.db, queue, tenant: "org-a", onComplete: { task: "sent" } });
+    const b = await enqueueBatch([...items, { task: "send", payload: { to: "bounce" } }], { db: t.db, queue, tenant: "org-b", onComplete: { task: "sent" } });
+    // enqueueBatch refuses an item of another tenant, so the read's own tenant condition can
+    // only be reached by a row written behind the API's back: org-b's failed job in org-a's batch.
+    const stray = await enqueue("send", null, { db: t.db, queue: "stray", tenant: "org-b" });
+    await t.sql(`UPDATE {jobs} SET status = 'failed', batch_id = $1 WHERE id = $2`, [a.batchId, stray]);
+    const seen = new Map<number, BatchSummary | null>();
+    const handlers = {
+      send: (p: { to: string }) => {
+        if (p.to === "bounce") throw permanent("550 no such user");
+      },
+      sent: async (_p: unknown, ctx: JobContext) => void seen.set(ctx.job.id, await ctx.batch()),
+    };
+    expect(await drain(handlers, { db: t.db, queue })).toBe(7);
+    expect(seen.get(a.callbackId as number)).toEqual({ batchId: a.batchId, done: 1, failed: 1, cancelled: 0, failedIds: [a.ids[1]] });
+    expect(seen.get(b.callbackId as number)).toEqual({ batchId: b.batchId, done: 1, failed: 2, cancelled: 0, failedIds: [b.ids[1], b.ids[2]] });
   });
 
   it("bad input is a JobError, nothing written", async () => {
