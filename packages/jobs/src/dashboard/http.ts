@@ -14,7 +14,7 @@ export const SECURITY_HEADERS: Record<string, string> = {
   "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   "X-Content-Type-Options": "nosniff",
   "X-Frame-Options": "DENY",
-  // The page URL may carry an access token (?token=): never send it elsewhere.
+  // A page URL carries filter values (tenant, task names), which other sites have no business seeing.
   "Referrer-Policy": "no-referrer",
   "Cache-Control": "no-store",
 };

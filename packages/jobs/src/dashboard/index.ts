@@ -98,7 +98,6 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const body = renderPage({
       title,
       basePath,
-      query: url.search,
       refreshSeconds,
       csrfToken: csrf.issue(req, res),
       now: new Date(),
@@ -195,7 +194,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     );
   }
 
-  async function act(req: IncomingMessage, res: ServerResponse, url: URL, target: number | string, verb: string): Promise<void> {
+  async function act(req: IncomingMessage, res: ServerResponse, target: number | string, verb: string): Promise<void> {
     const form = await checkedForm(req, res);
     if (form === null) return;
     let notice: Notice;
@@ -203,9 +202,11 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     if (typeof target === "string") [notice, id] = await actOnSchedule(db, target, verb);
     else if (verb === "retry") notice = await retryJob(id, { db, ...scoped }).then((retried) => (retried ? "retried" : "not-retried"), retryRefused);
     else notice = (await cancelJob(id, { db, ...scoped })) ? "cancelled" : "not-cancelled";
-    // Back to the page the form was on (a job's, a list's), else the overview with its query as it was.
+    // Back to the page the form was on (a job's, a list's), else the overview. The action's own query
+    // string is dropped: an app may have put a secret there, and a redirect would copy it into the next
+    // request's URL and so into the web server's log.
     const back = form.get("back");
-    redirectWithNotice(res, basePath, back !== null && BACK.test(back) ? `${basePath}${back}` : `${basePath}${url.search}`, notice, id);
+    redirectWithNotice(res, basePath, back !== null && BACK.test(back) ? `${basePath}${back}` : basePath, notice, id);
   }
 
   function route(req: IncomingMessage, res: ServerResponse, url: URL, rest: string): Promise<void> | void {
@@ -226,7 +227,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const match = ACTION.exec(rest);
     if (match) {
       if (req.method !== "POST") return methodNotAllowed(res, "POST");
-      return act(req, res, url, Number(match[1]), match[2]!);
+      return act(req, res, Number(match[1]), match[2]!);
     }
     const scheduleMatch = SCHEDULE_ACTION.exec(rest);
     // Schedules are the whole queue's: not acted on from a tenant's dashboard.
@@ -234,7 +235,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       if (req.method !== "POST") return methodNotAllowed(res, "POST");
       const name = safeDecode(scheduleMatch[1]!);
       if (name === null) return sendError(res, 404, "Not Found", "No such page.");
-      return act(req, res, url, name, scheduleMatch[2]!);
+      return act(req, res, name, scheduleMatch[2]!);
     }
     return sendError(res, 404, "Not Found", "No such page.");
   }

@@ -38,8 +38,6 @@ export const NOTICES: readonly Notice[] = [
 export interface PageModel {
   title: string;
   basePath: string;
-  /** The page's own query string ("" or "?…"), kept on form actions and redirects (e.g. an access token). */
-  query: string;
   refreshSeconds: number;
   csrfToken: string;
   now: Date;
@@ -156,7 +154,7 @@ function activitySection(queues: QueueStatus[], activity: RecentActivity | null)
 }
 
 function action(model: PageModel, job: JobSummary, verb: "retry" | "cancel"): Html {
-  return html`<form method="post" action="${model.basePath}/jobs/${job.id}/${verb}${model.query}"><input type="hidden" name="csrf" value="${model.csrfToken}"><button type="submit" data-action="${verb}" data-job="${job.id}">${verb === "retry" ? "Retry" : "Cancel"}</button></form>`;
+  return html`<form method="post" action="${model.basePath}/jobs/${job.id}/${verb}"><input type="hidden" name="csrf" value="${model.csrfToken}"><button type="submit" data-action="${verb}" data-job="${job.id}">${verb === "retry" ? "Retry" : "Cancel"}</button></form>`;
 }
 
 function progressCell(progress: unknown): Html {

@@ -29,7 +29,6 @@ export async function actOnSchedule(db: JobsDatabase, name: string, verb: string
 
 export interface ScheduleForms {
   basePath: string;
-  query: string;
   csrfToken: string;
 }
 
@@ -40,7 +39,7 @@ function when(date: Date | null): Html {
 }
 
 function form(forms: ScheduleForms, s: ScheduleStatus, verb: "pause" | "resume" | "trigger", label: string): Html {
-  return html`<form method="post" action="${forms.basePath}/schedules/${encodeURIComponent(s.name)}/${verb}${forms.query}"><input type="hidden" name="csrf" value="${forms.csrfToken}"><button type="submit" data-action="${verb}" data-schedule="${s.name}">${label}</button></form>`;
+  return html`<form method="post" action="${forms.basePath}/schedules/${encodeURIComponent(s.name)}/${verb}"><input type="hidden" name="csrf" value="${forms.csrfToken}"><button type="submit" data-action="${verb}" data-schedule="${s.name}">${label}</button></form>`;
 }
 
 export function schedulesSection(schedules: ScheduleStatus[] | null, forms: ScheduleForms): Html {
