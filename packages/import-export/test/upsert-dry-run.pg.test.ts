@@ -73,7 +73,7 @@ async function people(schema: string): Promise<number> {
   return Number(rows[0]!.n);
 }
 
-describe.skipIf(!postgresOn)("natural key, dry run and rejects file (PostgreSQL)", () => {
+describe.skipIf(!postgresOn)("natural key and rejects file (PostgreSQL)", () => {
   it("a second import of the same file creates nothing; changed rows count as updated; duplicates in a batch as duplicates", async () => {
     await withTempDir(async (dir) => {
       const token = randomUUID();
@@ -128,38 +128,6 @@ describe.skipIf(!postgresOn)("natural key, dry run and rejects file (PostgreSQL)
     });
   });
 
-  it("a dry run writes nothing, names the rows the database refuses, and says what an import would do", async () => {
-    await withTempDir(async (dir) => {
-      const token = randomUUID();
-      const schema = await newSchema(token);
-      await admin.query(`INSERT INTO ${schema}.people (id, name, email, note) VALUES (100, 'Taken', 'p3@x.org', 'n'), (2, 'P2', 'p2@x.org', 'n')`);
-      const client = new pg.Client({ connectionString: DATABASE_URL });
-      await client.connect();
-      try {
-        await writeFile(
-          path.join(dir, "a.csv"),
-          csv([
-            [1, "P1", "p1@x.org"],
-            [2, "P2", "p2@x.org"],
-            [3, "P3", "p3@x.org"],
-            [4, "P4", "bad"],
-          ]),
-        );
-        const handler = createImportHandler({ importers: { people: upsertImporter(schema) }, baseDir: dir, batchSize: 10 });
-        const report = await handler(importPayload({ importer: "people", file: "a.csv", dryRun: true }), pgJobContext(client, schema, 1, token, null));
-        expect(report).toMatchObject({ dryRun: true, read: 4, imported: 2, rejected: 2, created: 1, unchanged: 1 });
-        expect(report.errors).toEqual([
-          { line: 5, field: "email", message: "must be an email address" },
-          { line: 4, field: "", message: expect.stringMatching(/^the database refused this row: duplicate key value violates unique constraint/) as string },
-        ]);
-        expect(await people(schema)).toBe(2);
-        expect(await readJobProgress(client, schema)).toMatchObject({ dryRun: true, read: 4 });
-      } finally {
-        await client.end();
-      }
-    });
-  });
-
   it("writes rejected rows to a CSV to fix and upload again, and a resumed import does not write them twice", async () => {
     await withTempDir(async (dir) => {
       const token = randomUUID();
@@ -198,6 +166,7 @@ describe.skipIf(!postgresOn)("natural key, dry run and rejects file (PostgreSQL)
   });
 });
 
+// The dry run against the database's constraints runs on all three backends in dry-run.test.ts.
 // The handler refuses a dry run it cannot roll back.
 describe("dry run without a checkpoint", () => {
   it("fails at once: there is no transaction to roll back", async () => {
