@@ -78,7 +78,14 @@ export interface MailJobContext {
   signal?: AbortSignal | undefined;
 }
 
-export type MailHandler = (payload: unknown, ctx?: MailJobContext) => Promise<MailSendResult>;
+export interface MailHandler {
+  (payload: unknown, ctx?: MailJobContext): Promise<MailSendResult>;
+  /**
+   * Closes the transport the handler built from options or a URL, so that a pool's open
+   * connections let the process exit. A transporter you passed is yours to close.
+   */
+  close(): void;
+}
 
 function isTransporter(value: object): value is MailTransporter {
   return typeof (value as { sendMail?: unknown }).sendMail === "function";
@@ -129,6 +136,7 @@ function addresses(list: SentMessageInfo["accepted"]): string[] {
  */
 export function createMailHandler(options: MailHandlerOptions): MailHandler {
   const transporter = toTransporter(options.transport);
+  const ownsTransporter = transporter !== options.transport;
   // Checked now so a bad default stops the worker at start-up, not every job.
   const defaults = options.defaults === undefined ? {} : parseMailPayload(normaliseMessage(options.defaults), { requireRecipient: false });
   const rateLimitSnooze = checkRateLimitSnooze(options.rateLimitSnooze);
@@ -142,7 +150,7 @@ export function createMailHandler(options: MailHandlerOptions): MailHandler {
     throw new TypeError("createMailHandler: suppression must be a SuppressionList (e.g. createSqlSuppressionList({ query, dialect }))");
   }
 
-  return async (payload, ctx) => {
+  const send = async (payload: unknown, ctx?: MailJobContext): Promise<MailSendResult> => {
     let valid: MailPayload = { ...defaults, ...parseMailPayload(payload) };
     refuseDisabledReferences(valid, sendOptions);
     let suppressed: SuppressedRecipient[] | undefined;
@@ -168,4 +176,8 @@ export function createMailHandler(options: MailHandlerOptions): MailHandler {
       ...(suppressed === undefined ? {} : { suppressed }),
     };
   };
+  const close = (): void => {
+    if (ownsTransporter) (transporter as { close?: () => void }).close?.();
+  };
+  return Object.assign(send, { close });
 }

@@ -35,6 +35,8 @@ export interface TestSmtpServer {
   /** Messages whose bytes arrived, accepted or not. */
   dataSeen: string[];
   connections: number;
+  /** Sessions that have ended (the client hung up or was cut off). */
+  closes: number;
   /** Resolves on the next session close (the client hung up or was cut off). */
   nextClose(): Promise<void>;
   close(): Promise<void>;
@@ -51,6 +53,7 @@ export async function startSmtpServer(behaviour: SmtpBehaviour = {}): Promise<Te
   const dataSeen: string[] = [];
   let closeWaiters: Array<() => void> = [];
   let connections = 0;
+  let closes = 0;
 
   const server = new SMTPServer({
     authOptional: true,
@@ -62,6 +65,7 @@ export async function startSmtpServer(behaviour: SmtpBehaviour = {}): Promise<Te
       callback(behaviour.connect ? smtpError(behaviour.connect) : undefined);
     },
     onClose() {
+      closes += 1;
       const waiters = closeWaiters;
       closeWaiters = [];
       for (const wake of waiters) wake();
@@ -108,6 +112,9 @@ export async function startSmtpServer(behaviour: SmtpBehaviour = {}): Promise<Te
     dataSeen,
     get connections() {
       return connections;
+    },
+    get closes() {
+      return closes;
     },
     nextClose: () => new Promise<void>((resolve) => closeWaiters.push(resolve)),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
