@@ -1,5 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkpointIn, enqueue, enqueueMany, getJob, JobAbortedError, JobError, pendingCount, processOne, reclaim, type JobsDatabase } from "@forge/jobs";
+import {
+  checkpointIn,
+  drain,
+  enqueue,
+  enqueueBatch,
+  enqueueMany,
+  getJob,
+  JobAbortedError,
+  JobError,
+  pendingCount,
+  processOne,
+  reclaim,
+  type EnqueueManyItem,
+  type JobContext,
+  type JobsDatabase,
+} from "@forge/jobs";
 import { createTarget, type Backend, type Target } from "./targets.js";
 
 export type Isolation = "read committed" | "repeatable read";
@@ -32,6 +47,41 @@ async function rolledBack<T>(h: OrmHarness, fn: (tx: OrmTx) => Promise<T>, isola
     .catch((e: unknown) => e);
   if (error !== ROLLBACK && (error as { cause?: unknown } | null)?.cause !== ROLLBACK) throw error;
   return value;
+}
+
+/** Two renders and a zip that waits for both: the README's flow. */
+export const FLOW: EnqueueManyItem[] = [
+  { task: "render", payload: { page: 1 }, ref: "p1" },
+  { task: "render", payload: { page: 2 }, ref: "p2" },
+  { task: "zip", dependsOn: ["p1", "p2"] },
+];
+
+export const FLOW_HANDLERS = {
+  render: (payload: unknown) => `page ${(payload as { page: number }).page}`,
+  zip: async (_payload: unknown, ctx: JobContext) => (await ctx.dependencies()).map((d) => d.result),
+};
+
+export const BATCH_ITEMS: EnqueueManyItem[] = ["a@example.com", "b@example.com"].map((to) => ({ task: "mail", payload: { to } }));
+
+export const BATCH_HANDLERS = {
+  mail: () => "sent",
+  campaign: async (_payload: unknown, ctx: JobContext) => await ctx.batch(),
+};
+
+/** The dependency edges touching `ids`, as [job, dependency] pairs. */
+export async function edgesOf(t: Target, ids: number[]): Promise<number[][]> {
+  const list = (from: number) => ids.map((_, i) => `$${from + i + 1}`).join(", ");
+  const rows = await t.sql<{ job_id: number | string; depends_on_id: number | string }>(
+    `SELECT job_id, depends_on_id FROM jobs_dependencies WHERE job_id IN (${list(0)}) OR depends_on_id IN (${list(ids.length)}) ORDER BY job_id, depends_on_id`,
+    [...ids, ...ids],
+  );
+  return rows.map((r) => [Number(r.job_id), Number(r.depends_on_id)]);
+}
+
+/** The batch's row, or null. */
+export async function batchRow(t: Target, id: number): Promise<{ total: number; callbackId: number | null } | null> {
+  const [row] = await t.sql<{ total: number | string; callback_id: number | string | null }>("SELECT total, callback_id FROM jobs_batches WHERE id = $1", [id]);
+  return row ? { total: Number(row.total), callbackId: row.callback_id === null ? null : Number(row.callback_id) } : null;
 }
 
 /**
@@ -91,6 +141,58 @@ export function describeOrm(orm: string, backend: Backend, open: (target: Target
       expect(new Set(ids).size).toBe(50);
       expect(await pendingCount({ db: t.queue, queue: "many" })).toBe(50);
       expect((await getJob(ids[49]!, { db: t.queue }))!.payload).toEqual({ i: 49 });
+    });
+
+    // A flow is several statements (jobs, their states, the edges): all of them must ride on the
+    // ORM's transaction, or a rollback leaves edges or jobs behind and a commit shows the zip
+    // claimable before its edges exist.
+    it("a flow (enqueueMany with ref/dependsOn) in the transaction: its jobs and dependency edges with the commit, none with a rollback", async () => {
+      const lost = await rolledBack(h, async (tx) => {
+        await tx.addOrder("flow-lost");
+        return enqueueMany(FLOW, { db: tx.jobs, queue: "flow" });
+      });
+      expect(lost).toHaveLength(3);
+      for (const id of lost) expect(await getJob(id, { db: t.queue })).toBeNull();
+      expect(await edgesOf(t, lost)).toEqual([]);
+      expect(await t.orders()).not.toContain("flow-lost");
+
+      const [p1, p2, zip] = (await h.transaction(async (tx) => {
+        await tx.addOrder("flow");
+        return enqueueMany(FLOW, { db: tx.jobs, queue: "flow" });
+      }, readCommitted)) as [number, number, number];
+      expect(await t.orders()).toContain("flow");
+      expect(await edgesOf(t, [p1, p2, zip])).toEqual([
+        [zip, p1],
+        [zip, p2],
+      ]);
+      expect(await getJob(zip, { db: t.queue })).toMatchObject({ status: "waiting", dependsOn: [p1, p2] });
+      expect(await drain(FLOW_HANDLERS, { db: t.queue, queue: "flow" })).toBe(3);
+      expect(await getJob(zip, { db: t.queue })).toMatchObject({ status: "done", result: ["page 1", "page 2"] });
+    });
+
+    it("enqueueBatch in the transaction: its items, callback and batch row with the commit, none with a rollback", async () => {
+      const onComplete = { task: "campaign", payload: { campaign: 7 } };
+      const lost = await rolledBack(h, async (tx) => {
+        await tx.addOrder("campaign-lost");
+        return enqueueBatch(BATCH_ITEMS, { db: tx.jobs, queue: "batch", onComplete });
+      });
+      for (const id of [...lost.ids, lost.callbackId!]) expect(await getJob(id, { db: t.queue })).toBeNull();
+      expect(await batchRow(t, lost.batchId)).toBeNull();
+      expect(await t.orders()).not.toContain("campaign-lost");
+
+      const batch = await h.transaction(async (tx) => {
+        await tx.addOrder("campaign");
+        return enqueueBatch(BATCH_ITEMS, { db: tx.jobs, queue: "batch", onComplete });
+      }, readCommitted);
+      expect(await t.orders()).toContain("campaign");
+      expect(await batchRow(t, batch.batchId)).toEqual({ total: 2, callbackId: batch.callbackId });
+      expect(await getJob(batch.callbackId!, { db: t.queue })).toMatchObject({ status: "waiting" });
+      for (const id of batch.ids) expect(await getJob(id, { db: t.queue })).toMatchObject({ status: "pending", batchId: batch.batchId });
+      expect(await drain(BATCH_HANDLERS, { db: t.queue, queue: "batch" })).toBe(3);
+      expect(await getJob(batch.callbackId!, { db: t.queue })).toMatchObject({
+        status: "done",
+        result: { batchId: batch.batchId, done: 2, failed: 0, cancelled: 0 },
+      });
     });
 
     it("a keyed enqueue in the transaction returns the committed winner's id, as outside it", async () => {
