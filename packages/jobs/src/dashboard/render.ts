@@ -136,9 +136,9 @@ function count(n: number, kind: string, alarm = false): Html {
 
 function queuesTable(queues: QueueStatus[], activity: RecentActivity | null, basePath: string): Html {
   if (queues.length === 0) return html`<p class="empty">No jobs yet.</p>`;
-  return html`<table id="queues"><thead><tr><th>Queue</th><th class="n">PENDING</th><th class="n">RUNNING</th><th class="n">FAILED</th><th class="n">DONE</th><th class="n">READY</th><th class="n">Oldest ready</th><th class="n">Wait p50</th><th class="n">Wait p95</th></tr></thead><tbody>${queues.map(
+  return html`<table id="queues"><thead><tr><th>Queue</th><th class="n">PENDING</th><th class="n">WAITING</th><th class="n">RUNNING</th><th class="n">FAILED</th><th class="n">DONE</th><th class="n">READY</th><th class="n">Oldest ready</th><th class="n">Wait p50</th><th class="n">Wait p95</th></tr></thead><tbody>${queues.map(
     (q) =>
-      html`<tr data-queue="${q.queue}"><td><a href="${basePath}/jobs?queue=${encodeURIComponent(q.queue)}">${q.queue}</a></td>${count(q.counts.pending, "pending")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}<td class="n" data-age>${formatAge(q.oldestReadyAge)}</td>${waitCells(activity?.waits.get(q.queue))}</tr>`,
+      html`<tr data-queue="${q.queue}"><td><a href="${basePath}/jobs?queue=${encodeURIComponent(q.queue)}">${q.queue}</a></td>${count(q.counts.pending, "pending")}${count(q.counts.waiting, "waiting")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}<td class="n" data-age>${formatAge(q.oldestReadyAge)}</td>${waitCells(activity?.waits.get(q.queue))}</tr>`,
   )}</tbody></table>`;
 }
 

@@ -3,7 +3,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueueBatch, enqueueMany, processOne } from "../../src/index.js";
+import { enqueue, enqueueBatch, enqueueMany, processOne } from "../../src/index.js";
 import { createDashboard } from "../../src/dashboard/index.js";
 import { backends, type TestDatabase } from "../helpers/backends.js";
 
@@ -50,5 +50,18 @@ describe.each(backends())("the dashboard's waiting panel ($name)", (backend) => 
     expect(batch).toContain('<td data-count="done">1</td>');
     expect(batch).toContain('<td data-count="pending">1</td>');
     expect(batch).toContain(`#${callbackId} after (waiting)`);
+  });
+
+  it("the queue table counts waiting jobs in a WAITING column, apart from pending", async () => {
+    const queue = "waiting-count";
+    const first = await enqueue("step", null, { db: t.db, queue });
+    await enqueue("after", null, { db: t.db, queue, dependsOn: [first] });
+    await enqueue("after", null, { db: t.db, queue, dependsOn: [first] });
+    await enqueueBatch([{ task: "item" }], { db: t.db, queue, onComplete: { task: "done" } });
+    const body = await (await fetch(`${origin}${BASE}`)).text();
+    expect(body).toContain('<th class="n">PENDING</th><th class="n">WAITING</th>');
+    const row = new RegExp(`<tr data-queue="${queue}">([\\s\\S]*?)</tr>`).exec(body)?.[1] ?? "";
+    expect(row).toContain('data-count="pending">2</td>');
+    expect(row).toContain('data-count="waiting">3</td>');
   });
 });
