@@ -3,6 +3,7 @@ import type { JobList } from "../list.js";
 import type { Job, JobStatus } from "../types.js";
 import { html, type Html } from "./escape.js";
 import { withoutServerPaths } from "./paths.js";
+import type { RelatedJob } from "./queries.js";
 import { firstLine, formatAge, noticeHtml, progressBar, shell, type PageModel } from "./render.js";
 
 // The job list (filters, pages, bulk actions), one job's page, and the bulk confirmation.
@@ -112,7 +113,30 @@ export interface JobPageModel extends Forms {
   title: string;
   job: Job;
   now: Date;
+  /** Task and status of the jobs in `job.dependsOn` and `job.dependents` (relatedJobs); without it they are listed by id alone. */
+  related?: ReadonlyMap<number, RelatedJob>;
   notice?: PageModel["notice"];
+}
+
+/** Per direction: a batch's callback or a fan-out source may have thousands of dependents. */
+export const SHOWN_EDGES = 50;
+
+/** The ids the page shows in each direction: what to pass to relatedJobs. */
+export function shownEdges(job: Job): number[] {
+  return [...job.dependsOn.slice(0, SHOWN_EDGES), ...job.dependents.slice(0, SHOWN_EDGES)];
+}
+
+function edges(model: JobPageModel, id: string, title: string, ids: readonly number[]): Html {
+  if (ids.length === 0) return html``;
+  const items = ids.slice(0, SHOWN_EDGES).map((n) => {
+    const related = model.related?.get(n);
+    const link = html`<a href="${model.basePath}/jobs/${n}">#${n}</a>`;
+    return related
+      ? html`<li data-job="${n}" data-status="${related.status}">${link} ${related.task} (${related.status})</li>`
+      : html`<li data-job="${n}">${link}</li>`;
+  });
+  const more = ids.length > SHOWN_EDGES ? html`<p class="empty">and ${ids.length - SHOWN_EDGES} more</p>` : "";
+  return html`<section id="${id}"><h2>${title}</h2><ul>${items}</ul>${more}</section>`;
 }
 
 function json(value: unknown): Html {
@@ -163,6 +187,7 @@ export function renderJob(model: JobPageModel): string {
 <section id="payload"><h2>Payload</h2>${json(job.payload)}</section>
 <section id="progress"><h2>Progress</h2>${bar ? html`<progress value="${bar.value}" max="${bar.max}"></progress>` : ""}${json(job.progress)}</section>
 <section id="result"><h2>Result</h2>${json(job.result)}</section>
-<section id="last-error"><h2>Last error</h2>${job.lastError ? html`<pre class="err">${withoutServerPaths(job.lastError)}</pre>` : html`<span class="zero">—</span>`}</section>`;
+<section id="last-error"><h2>Last error</h2>${job.lastError ? html`<pre class="err">${withoutServerPaths(job.lastError)}</pre>` : html`<span class="zero">—</span>`}</section>
+${edges(model, "depends-on", "Depends on", job.dependsOn)}${edges(model, "dependents", "Dependents", job.dependents)}`;
   return shell(model.title, `Job #${job.id}`, basePath, main);
 }

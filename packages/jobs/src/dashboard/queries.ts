@@ -204,3 +204,24 @@ export async function recentActivity(db: JobsDatabase, sample = WAIT_SAMPLE): Pr
   const counted = await throughput(db, clock);
   return { ...counted, waits: await waits(db, clock, Math.max(1, Math.trunc(sample))) };
 }
+
+/** What a job's page shows of a job it links to: one of its dependencies or dependents. */
+export interface RelatedJob {
+  task: string;
+  status: JobStatus;
+}
+
+/**
+ * Task and status of `ids` (a job's dependencies and dependents, as getJob lists them); only
+ * `tenant`'s when given. A job pruned since, or outside the tenant, is absent from the map.
+ */
+export async function relatedJobs(db: JobsDatabase, ids: readonly number[], tenant: string | null = null): Promise<Map<number, RelatedJob>> {
+  const found = new Map<number, RelatedJob>();
+  if (ids.length === 0) return found;
+  const { rows } = await db.executor.query<{ id: number | string; task: string; status: JobStatus }>(
+    `SELECT id, task, status FROM ${db.table} WHERE ${db.sql.inList("id", "$1")}${tenant === null ? "" : " AND tenant = $2"}`,
+    tenant === null ? [[...ids]] : [[...ids], tenant],
+  );
+  for (const r of rows) found.set(Number(r.id), { task: r.task, status: r.status });
+  return found;
+}

@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, getJob, processOne, type JobContext } from "../../src/index.js";
 import { createDashboard, type DashboardOptions } from "../../src/dashboard/index.js";
 import { escapeHtml } from "../../src/dashboard/escape.js";
+import { renderJob, shownEdges } from "../../src/dashboard/jobs-pages.js";
+import { relatedJobs } from "../../src/dashboard/queries.js";
 import { backends, type TestDatabase } from "../helpers/backends.js";
 
 // The job list (filters, pages), a job's page, and bulk retry / cancel — on the three backends.
@@ -184,6 +186,32 @@ describe.each(backends())("the dashboard's job pages ($name)", (backend) => {
     // Anywhere else is refused: back to the overview.
     const again = await post(s, `${BASE}/jobs/${id}/cancel`, { csrf: page.csrf, back: "//evil.example/x" }, page.cookie);
     expect(again.headers.get("location")).toBe(BASE);
+  });
+
+  it("a job's page lists its dependencies and dependents, each linked to its page, with task and state", async () => {
+    const queue = "edges";
+    const a = await enqueue("fetch", null, { db: t.db, queue });
+    const b = await enqueue(SCRIPT, null, { db: t.db, queue });
+    const merge = await enqueue("merge", null, { db: t.db, queue, dependsOn: [a, b] });
+    await processOne({ fetch: () => 1 }, { db: t.db, queue });
+    const items = (body: string, id: string) => new RegExp(`<section id="${id}">([\\s\\S]*?)</section>`).exec(body)?.[1] ?? "";
+
+    const served = (await load(s, `${BASE}/jobs/${merge}`)).body;
+    expect(items(served, "depends-on")).toContain(`<a href="${BASE}/jobs/${a}">#${a}</a>`);
+    expect(items(served, "depends-on")).toContain(`<a href="${BASE}/jobs/${b}">#${b}</a>`);
+    expect(served).not.toContain('<section id="dependents">');
+    expect(items((await load(s, `${BASE}/jobs/${a}`)).body, "dependents")).toContain(`<a href="${BASE}/jobs/${merge}">#${merge}</a>`);
+    expect((await load(s, `${BASE}/jobs/${(await failed([["edges-none", "x", null]]))[0]}`)).body).not.toContain('id="depends-on"');
+
+    // The states come from relatedJobs, which the page handler passes as `related`.
+    const job = (await getJob(merge, { db: t.db }))!;
+    const page = renderJob({ title: "t", basePath: BASE, csrfToken: "c", job, now: new Date(), related: await relatedJobs(t.db, shownEdges(job)) });
+    expect(items(page, "depends-on")).toContain(`<li data-job="${a}" data-status="done"><a href="${BASE}/jobs/${a}">#${a}</a> fetch (done)</li>`);
+    expect(items(page, "depends-on")).toContain(
+      `<li data-job="${b}" data-status="pending"><a href="${BASE}/jobs/${b}">#${b}</a> ${escapeHtml(SCRIPT)} (pending)</li>`,
+    );
+    // Outside the dashboard's tenant: listed by id, its task and state not read.
+    expect(await relatedJobs(t.db, [a, b], "acme")).toEqual(new Map());
   });
 
   it("shows the last error of a job waiting for its retry, in the pending list", async () => {
