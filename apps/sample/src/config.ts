@@ -15,6 +15,11 @@ export interface AppConfig {
   dataDir: string;
   /** Where the worker sends mail (`smtp://user:pass@host:587`); the web process does not need it. */
   smtpUrl: string | undefined;
+  /**
+   * SMTP connections the worker keeps open and reuses (`SMTP_POOL_CONNECTIONS`, nodemailer's
+   * `pool` with `maxConnections`); 0 (the default) opens one connection per message.
+   */
+  smtpPoolConnections?: number | undefined;
   /** The `From` of campaign mails. */
   mailFrom: string;
   /**
@@ -107,6 +112,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = appEnvironment()): AppConfig
     databaseSchema: schema,
     dataDir,
     smtpUrl: env.SMTP_URL || undefined,
+    smtpPoolConnections: positiveInt(env, "SMTP_POOL_CONNECTIONS", 0, 0, 100),
     mailFrom: env.MAIL_FROM || "Forge sample <noreply@sample.invalid>",
     mailProvider,
     digestTimezone: timeZone(env.DIGEST_TIMEZONE || "UTC"),

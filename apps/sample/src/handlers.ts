@@ -16,6 +16,18 @@ export { QUEUES } from "./queues.js";
 export const uploadsDir = (config: Pick<AppConfig, "dataDir">): string => path.join(config.dataDir, "uploads");
 export const exportsDir = (config: Pick<AppConfig, "dataDir">): string => path.join(config.dataDir, "exports");
 
+/**
+ * The worker's mail transport: SMTP_URL, pooled when SMTP_POOL_CONNECTIONS is set. The pool
+ * options go in the URL because nodemailer drops any option given next to a `url`.
+ */
+export function mailTransport(config: Pick<AppConfig, "smtpUrl" | "smtpPoolConnections">): string | undefined {
+  if (!config.smtpUrl || !config.smtpPoolConnections) return config.smtpUrl;
+  const url = new URL(config.smtpUrl);
+  url.searchParams.set("pool", "true");
+  url.searchParams.set("maxConnections", String(config.smtpPoolConnections));
+  return url.toString();
+}
+
 /** A job's org: every import and export job is enqueued with one; without it, refuse (no retry helps). */
 function orgOf(ctx: JobContext): string {
   const org = ctx.job.tenant;
@@ -31,11 +43,12 @@ function orgOf(ctx: JobContext): string {
  * request that enqueued it): the contacts land in that org, and the files are read and written
  * under that org's folder only — a payload can never reach another org's upload.
  */
-export function createHandlers(config: Pick<AppConfig, "dataDir" | "smtpUrl" | "mailFrom" | "mailProvider">, db: AppDatabase) {
+export function createHandlers(config: Pick<AppConfig, "dataDir" | "smtpUrl" | "smtpPoolConnections" | "mailFrom" | "mailProvider">, db: AppDatabase) {
   if (!config.smtpUrl) throw new Error("SMTP_URL is not set: the worker needs it to send mail (e.g. smtp://user:pass@smtp.example.org:587)");
   return {
     // Suppressed recipients (bounced, complained, unsubscribed from bulk mail) are skipped and reported.
-    [MAIL_JOB_TASK]: createMailHandler({ transport: config.smtpUrl, suppression: suppressionList(db) }),
+    // Its close() ends a pool's connections when the worker stops.
+    [MAIL_JOB_TASK]: createMailHandler({ transport: mailTransport(config), suppression: suppressionList(db) }),
 
     ...handler(DIGEST_TASK, digestHandler(db.jobs, config)),
 

@@ -11,6 +11,8 @@ export interface SmtpCatcher {
   /** `smtp://127.0.0.1:<port>`: what SMTP_URL points at. */
   url: string;
   messages: CaughtMail[];
+  /** SMTP sessions opened so far: one per message without a pool, fewer with one. */
+  readonly connections: number;
   close(): Promise<void>;
 }
 
@@ -21,10 +23,15 @@ export interface SmtpCatcher {
  */
 export async function startSmtpCatcher(options: { beforeAccept?: (raw: string) => Promise<void> } = {}): Promise<SmtpCatcher> {
   const messages: CaughtMail[] = [];
+  let connections = 0;
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS"],
     logger: false,
+    onConnect(_session, callback) {
+      connections += 1;
+      callback();
+    },
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -51,5 +58,12 @@ export async function startSmtpCatcher(options: { beforeAccept?: (raw: string) =
     server.listen(0, "127.0.0.1", () => resolve());
   });
   const { port } = server.server.address() as { port: number };
-  return { url: `smtp://127.0.0.1:${port}`, messages, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return {
+    url: `smtp://127.0.0.1:${port}`,
+    messages,
+    get connections() {
+      return connections;
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }

@@ -1,6 +1,7 @@
 // The worker process: `pnpm worker` (tsx src/worker.ts). One process serving the three
 // queues; run as many as you need, on as many machines as you like.
 import { runWorker } from "@forge/jobs";
+import { MAIL_JOB_TASK } from "@forge/mail";
 import { loadConfig, redactUrl } from "./config.js";
 import { migrateApp, openDatabase } from "./db.js";
 import { createHandlers, QUEUES } from "./handlers.js";
@@ -64,5 +65,7 @@ await runWorker(handlers, {
     "job:failed": uploads["job:failed"]!,
   },
 });
+// A pool's idle connections would keep the process alive.
+handlers[MAIL_JOB_TASK].close();
 await db.close();
 log.info({}, "stopped");
