@@ -1,6 +1,8 @@
 // The sample's use of dependencies and batches (src/flows.ts): an import's report mailed to the
 // org's admins when the import ends, done or failed; a campaign sent as a batch whose callback
 // marks it sent with the counts. Real app, real database, real SMTP on loopback.
+import { rm } from "node:fs/promises";
+import path from "node:path";
 import { cancelJob, drain, getJob } from "@forge/jobs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHandlers, QUEUES } from "../src/handlers.js";
@@ -55,7 +57,7 @@ describe.each(names)("flows in the sample app (%s)", (name) => {
     // (The catcher's subject is the header's first line; the body says it all.)
     expect(okMails[0]!.raw).toContain("2 rows read, 1 imported, 1 rejected");
 
-    // An import that does not complete (cancelled here, as failed for good would): the report still runs.
+    // An import that does not complete (cancelled here; failed for good is the next test): the report still runs.
     const stopped = (await (
       await fetch(`${server.url}/orgs/acme/imports`, { method: "POST", body: csvUpload("email,name\ngrace@example.org,Grace\n") })
     ).json()) as {
@@ -67,6 +69,31 @@ describe.each(names)("flows in the sample app (%s)", (name) => {
     const stoppedMails = smtp.messages.filter((m) => m.subject.startsWith(`Import ${stopped.importId}`));
     expect(stoppedMails).toHaveLength(2);
     expect(stoppedMails[0]!.raw).toContain(`The import job ${stopped.jobId} ended cancelled`);
+  });
+
+  it("an import that fails for good (its 3 attempts spent) still gets its report: the admins are told it failed", async () => {
+    expect((await send("PUT", "/orgs/lost/admins", { emails: ["boss@example.org"] })).status).toBe(204);
+    const lost = (await (await fetch(`${server.url}/orgs/lost/imports`, { method: "POST", body: csvUpload("email,name\nada@example.org,Ada\n") })).json()) as {
+      jobId: number;
+      importId: string;
+    };
+    const [report] = (await getJob(lost.jobId, { db: env.db.jobs }))!.dependents;
+    // The upload is gone before the worker reads it: every attempt fails with a retryable error.
+    await rm(path.join(env.config.dataDir, "uploads", "lost", `${lost.importId}.csv`));
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      // The last attempt releases the report, which the same drain then runs (same queue).
+      expect(await drain(handlers, { db: env.db.jobs, queue: QUEUES.imports })).toBe(attempt < 3 ? 1 : 2);
+      const job = await getJob(lost.jobId, { db: env.db.jobs });
+      expect(job).toMatchObject({ attempts: attempt, status: attempt < 3 ? "pending" : "failed" });
+      expect(await getJob(report!, { db: env.db.jobs })).toMatchObject({ status: attempt < 3 ? "waiting" : "done" });
+      // The next attempt now, not after its backoff.
+      await env.db.sql.query(`UPDATE ${env.db.jobs.table} SET run_at = created_at WHERE id = $1`, [lost.jobId]);
+    }
+    await runAll();
+    expect(await getJob(report!, { db: env.db.jobs })).toMatchObject({ status: "done", result: { status: "failed", mailed: 1 } });
+    const mails = smtp.messages.filter((m) => m.subject.startsWith(`Import ${lost.importId}`));
+    expect(mails.map((m) => m.to).flat()).toEqual(["boss@example.org"]);
+    expect(mails[0]!.raw).toContain(`The import job ${lost.jobId} ended failed`);
   });
 
   it("a campaign sent as a batch is marked sent by its callback, with the counts; a second send returns the same jobs", async () => {
