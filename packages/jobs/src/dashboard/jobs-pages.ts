@@ -157,7 +157,7 @@ export function renderJob(model: JobPageModel): string {
   const actions =
     job.status === "failed" || job.status === "cancelled"
       ? jobAction(model, job.id, "retry", back)
-      : job.status === "pending" || job.status === "running"
+      : job.status === "pending" || job.status === "running" || job.status === "waiting"
         ? jobAction(model, job.id, "cancel", back)
         : "";
   const row = (term: string, value: Html | string | number) => html`<dt>${term}</dt><dd data-field="${term}">${value}</dd>`;

@@ -188,7 +188,7 @@ describe.each(backends())("the dashboard's job pages ($name)", (backend) => {
     expect(again.headers.get("location")).toBe(BASE);
   });
 
-  it("a job's page lists its dependencies and dependents, each linked to its page, with task and state", async () => {
+  it("a job's page lists its dependencies and dependents, each linked to its page, with task and state; a waiting job has a Cancel form", async () => {
     const queue = "edges";
     const a = await enqueue("fetch", null, { db: t.db, queue });
     const b = await enqueue(SCRIPT, null, { db: t.db, queue });
@@ -202,6 +202,12 @@ describe.each(backends())("the dashboard's job pages ($name)", (backend) => {
     expect(served).not.toContain('<section id="dependents">');
     expect(items((await load(s, `${BASE}/jobs/${a}`)).body, "dependents")).toContain(`<a href="${BASE}/jobs/${merge}">#${merge}</a>`);
     expect((await load(s, `${BASE}/jobs/${(await failed([["edges-none", "x", null]]))[0]}`)).body).not.toContain('id="depends-on"');
+
+    // A waiting job can be cancelled from its page, as cancelJob allows.
+    const waiting = await load(s, `${BASE}/jobs/${merge}`);
+    expect(waiting.body).toContain(`data-action="cancel" data-job="${merge}"`);
+    expect((await post(s, `${BASE}/jobs/${merge}/cancel`, { csrf: waiting.csrf, back: `/jobs/${merge}` }, waiting.cookie)).status).toBe(303);
+    expect((await getJob(merge, { db: t.db }))?.status).toBe("cancelled");
 
     // The states come from relatedJobs, which the page handler passes as `related`.
     const job = (await getJob(merge, { db: t.db }))!;
