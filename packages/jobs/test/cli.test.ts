@@ -9,6 +9,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, getJob, listGroups, listLimits, processOne, setGroupWeight, setLimit } from "../src/index.js";
 import { claimJobs } from "../src/claim.js";
 import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
+import { mysql as mysqlDialect } from "../src/dialects/mysql.js";
+import { postgres as postgresDialect } from "../src/dialects/postgres.js";
+import { sqlite as sqliteDialect } from "../src/dialects/sqlite.js";
+
+/** SQL for "two hours ago" on the database's clock, in each backend's own time representation. */
+const TWO_HOURS_AGO = {
+  postgres: postgresDialect.nowPlus("7200", "-"),
+  sqlite: sqliteDialect.nowPlus("7200", "-"),
+  mysql: mysqlDialect.nowPlus("7200", "-"),
+};
 
 const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
 
@@ -223,6 +233,48 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     expect((await cli(["cancel", String(pending), ...common])).stdout).toContain(`cancelled job ${pending}`);
     expect((await cli(["cancel", String(pending), ...common])).code).toBe(1);
     expect((await cli(["retry", ...common])).code).toBe(2);
+    // Tasks no handlers module knows: leave nothing for doctor's test to find.
+    await t.sql(`DELETE FROM {jobs} WHERE queue = $1`, [queue]);
+  });
+
+  it("list --task, --tenant and --older-than pick their jobs; cancel with the same filters counts, then cancels only those (issue 16.9)", async () => {
+    const queue = `filters-${randomUUID().slice(0, 8)}`;
+    const failed = await enqueue("report", null, { db: t.db, queue, tenant: "acme" });
+    await processOne({ report: () => Promise.reject(Object.assign(new Error("no"), { retryable: false })) }, { db: t.db, queue });
+    const oldAcme = await enqueue("report", null, { db: t.db, queue, tenant: "acme" });
+    const newAcme = await enqueue("report", null, { db: t.db, queue, tenant: "acme" });
+    const oldGlobex = await enqueue("report", null, { db: t.db, queue, tenant: "globex" });
+    const oldMail = await enqueue("mail", null, { db: t.db, queue, tenant: "acme" });
+    // Two hours old, by the database's clock (the one --older-than is measured against).
+    const ids = [failed, oldAcme, oldGlobex, oldMail];
+    await t.sql(`UPDATE {jobs} SET created_at = ${TWO_HOURS_AGO[backend.name]} WHERE id IN (${ids.map((_, i) => `$${i + 1}`).join(", ")})`, ids);
+
+    const listed = async (...args: string[]) => {
+      const result = await cli(["list", "--queue", queue, "--json", ...args, ...common]);
+      expect(result.code, result.stderr).toBe(0);
+      return (JSON.parse(result.stdout) as { jobs: { id: number }[] }).jobs.map((j) => j.id);
+    };
+    expect(await listed("--task", "report")).toEqual([oldGlobex, newAcme, oldAcme, failed]);
+    expect(await listed("--tenant", "acme")).toEqual([oldMail, newAcme, oldAcme, failed]);
+    expect(await listed("--older-than", "1h")).toEqual([oldMail, oldGlobex, oldAcme, failed]);
+    expect(await listed("--older-than", "3h")).toEqual([]);
+    expect(await listed("--task", "report", "--tenant", "acme", "--older-than", "1h")).toEqual([oldAcme, failed]);
+    expect((await cli(["list", "--older-than", "soon", ...common])).code).toBe(2);
+
+    // cancel takes pending jobs of the filter (the failed one is not cancellable): a count first, nothing changed.
+    const filter = ["--queue", queue, "--task", "report", "--tenant", "acme", "--older-than", "1h"];
+    const counted = await cli(["cancel", ...filter, ...common]);
+    expect(counted.code).toBe(0);
+    expect(counted.stdout).toContain("1 job(s) match; run again with --yes to cancel them");
+    expect((await getJob(oldAcme, { db: t.db }))!.status).toBe("pending");
+    const cancelled = await cli(["cancel", ...filter, "--yes", ...common]);
+    expect(cancelled.stdout).toContain("cancelled 1 of 1 job(s)");
+    const statuses = Object.fromEntries(
+      await Promise.all([failed, oldAcme, newAcme, oldGlobex, oldMail].map(async (id) => [id, (await getJob(id, { db: t.db }))!.status])),
+    );
+    expect(statuses).toEqual({ [failed]: "failed", [oldAcme]: "cancelled", [newAcme]: "pending", [oldGlobex]: "pending", [oldMail]: "pending" });
+    // What is left of the tenant's old pending jobs, by the same age filter: the other task only.
+    expect((await cli(["cancel", "--queue", queue, "--tenant", "acme", "--older-than", "1h", ...common])).stdout).toContain("1 job(s) match");
     // Tasks no handlers module knows: leave nothing for doctor's test to find.
     await t.sql(`DELETE FROM {jobs} WHERE queue = $1`, [queue]);
   });

@@ -1,6 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, enqueueMany, JobError, listJobs, processOne } from "../src/index.js";
 import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
+import { mysql } from "../src/dialects/mysql.js";
+import { postgres } from "../src/dialects/postgres.js";
+import { sqlite } from "../src/dialects/sqlite.js";
+
+/** SQL for "`seconds` ago" on the database's clock, in each backend's own time representation. */
+const AGO = {
+  postgres: (seconds: number) => postgres.nowPlus(String(seconds), "-"),
+  sqlite: (seconds: number) => sqlite.nowPlus(String(seconds), "-"),
+  mysql: (seconds: number) => mysql.nowPlus(String(seconds), "-"),
+};
 
 describe.each(backends())("listJobs ($name)", (backend) => {
   let t: TestDatabase;
@@ -26,6 +36,18 @@ describe.each(backends())("listJobs ($name)", (backend) => {
     expect((await listJobs({ db: t.db, queue, task: "mail" })).jobs.map((j) => j.id)).toEqual([b]);
     expect((await listJobs({ db: t.db, queue, tenant: "org-1" })).jobs.map((j) => j.id)).toEqual([c, a]);
     expect((await listJobs({ db: t.db, queue, olderThan: 3600 })).jobs).toEqual([]);
+  });
+
+  it("olderThan keeps the jobs created at least that long ago, by the database's clock, and leaves the newer ones out", async () => {
+    const queue = uniqueName("age");
+    const [old, young, fresh] = await enqueueMany([{ task: "t" }, { task: "t" }, { task: "t" }], { db: t.db, queue });
+    await t.sql(`UPDATE {jobs} SET created_at = ${AGO[backend.name](7200)} WHERE id = $1`, [old]);
+    await t.sql(`UPDATE {jobs} SET created_at = ${AGO[backend.name](1200)} WHERE id = $1`, [young]);
+    const olderThan = async (seconds: number) => (await listJobs({ db: t.db, queue, olderThan: seconds })).jobs.map((j) => j.id);
+    expect(await olderThan(3600)).toEqual([old]);
+    expect(await olderThan(600)).toEqual([young, old]);
+    expect(await olderThan(3 * 3600)).toEqual([]);
+    expect(await olderThan(0)).toEqual([fresh, young, old]);
   });
 
   it("pages by id: each page continues where the last ended, and the last says so", async () => {
