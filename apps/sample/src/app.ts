@@ -7,6 +7,7 @@ import { openDatabase, type AppDatabase } from "./db.js";
 import { registerOpenApi } from "./openapi.js";
 import { clientErrorHandler, frameworkErrors, installProblemHandlers } from "./problems.js";
 import { adminRoutes } from "./routes/admin.js";
+import { bounceRoutes, httpsSnsClient, type SnsClient } from "./routes/bounces.js";
 import { campaignRoutes } from "./routes/campaigns.js";
 import { exportRoutes } from "./routes/exports.js";
 import { flowRoutes } from "./routes/flows.js";
@@ -24,6 +25,8 @@ export interface BuildOptions {
   logger?: FastifyServerOptions["logger"];
   /** A pino logger of the app's own (src/logging.ts): the one the worker uses too. */
   loggerInstance?: FastifyBaseLogger;
+  /** How the SES webhook reaches Amazon SNS (certificates, subscription confirmation); default: HTTPS. */
+  sns?: SnsClient;
 }
 
 /**
@@ -63,6 +66,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   adminRoutes(app, db, config.adminToken);
   mailPreviewRoutes(app, db, config);
   unsubscribeRoutes(app, db, config);
+  bounceRoutes(app, db, config, options.sns ?? httpsSnsClient());
   notificationRoutes(app, db, config);
   flowRoutes(app, db, config);
   return { app, db };

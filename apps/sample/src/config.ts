@@ -47,6 +47,10 @@ export interface AppConfig {
   publicUrl?: string | undefined;
   /** The HMAC key of unsubscribe tokens (`UNSUBSCRIBE_SECRET`, 32+ characters); unset = no unsubscribe links. */
   unsubscribeSecret?: string | undefined;
+  /** The bearer token of `POST /bounces` (`BOUNCE_TOKEN`, 32+ characters), which the inbound mail server presents; unset = no route. */
+  bounceToken?: string | undefined;
+  /** The SNS topic of Amazon SES's bounce and complaint notifications (`SES_TOPIC_ARN`); unset = no `POST /webhooks/ses`. */
+  sesTopicArn?: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -125,7 +129,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = appEnvironment()): AppConfig
     host: env.HOST || "127.0.0.1",
     maxUploadBytes: positiveInt(env, "MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 1024 * 1024 * 1024),
     ...unsubscribeSettings(env),
+    ...bounceSettings(env),
   };
+}
+
+/** Both routes write to the suppression list, so each needs proof of who is posting. */
+function bounceSettings(env: NodeJS.ProcessEnv): Pick<AppConfig, "bounceToken" | "sesTopicArn"> {
+  const bounceToken = env.BOUNCE_TOKEN || undefined;
+  if (bounceToken !== undefined && bounceToken.length < 32) throw new ConfigError("BOUNCE_TOKEN must be at least 32 characters (e.g. openssl rand -hex 32)");
+  const sesTopicArn = env.SES_TOPIC_ARN || undefined;
+  if (sesTopicArn !== undefined && !/^arn:aws[\w-]*:sns:[\w-]+:\d{12}:[\w-]{1,256}$/.test(sesTopicArn)) {
+    throw new ConfigError(`SES_TOPIC_ARN must be an SNS topic ARN such as arn:aws:sns:eu-west-1:123456789012:ses-feedback, got ${JSON.stringify(sesTopicArn)}`);
+  }
+  return { bounceToken, sesTopicArn };
 }
 
 /** PUBLIC_URL and UNSUBSCRIBE_SECRET: both or neither, so that campaigns never carry a link that cannot work. */

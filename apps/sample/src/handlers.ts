@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { handler, type JobContext } from "@forge/jobs";
 import { createExportHandler, createImportHandler, EXPORT_JOB_TASK, IMPORT_JOB_TASK, ImportError } from "@forge/import-export";
-import { createMailHandler, MAIL_JOB_TASK } from "@forge/mail";
+import { createMailHandler, MAIL_JOB_TASK, type MailHandler } from "@forge/mail";
 import { loadConfig, type AppConfig } from "./config.js";
 import { CONTACTS_EXPORTER, CONTACTS_IMPORTER, contactsExporter, contactsImporter } from "./contacts.js";
 import { openDatabase, type AppDatabase } from "./db.js";
@@ -28,6 +28,15 @@ export function mailTransport(config: Pick<AppConfig, "smtpUrl" | "smtpPoolConne
   return url.toString();
 }
 
+/**
+ * The worker's mail handler. Suppressed recipients (bounced, complained, unsubscribed from bulk
+ * mail) are skipped and reported. The worker keeps it to close() a pool's connections at the end.
+ */
+export function mailHandler(config: Pick<AppConfig, "smtpUrl" | "smtpPoolConnections">, db: AppDatabase): MailHandler {
+  if (!config.smtpUrl) throw new Error("SMTP_URL is not set: the worker needs it to send mail (e.g. smtp://user:pass@smtp.example.org:587)");
+  return createMailHandler({ transport: mailTransport(config), suppression: suppressionList(db) });
+}
+
 /** A job's org: every import and export job is enqueued with one; without it, refuse (no retry helps). */
 function orgOf(ctx: JobContext): string {
   const org = ctx.job.tenant;
@@ -43,12 +52,13 @@ function orgOf(ctx: JobContext): string {
  * request that enqueued it): the contacts land in that org, and the files are read and written
  * under that org's folder only — a payload can never reach another org's upload.
  */
-export function createHandlers(config: Pick<AppConfig, "dataDir" | "smtpUrl" | "smtpPoolConnections" | "mailFrom" | "mailProvider">, db: AppDatabase) {
-  if (!config.smtpUrl) throw new Error("SMTP_URL is not set: the worker needs it to send mail (e.g. smtp://user:pass@smtp.example.org:587)");
+export function createHandlers(
+  config: Pick<AppConfig, "dataDir" | "smtpUrl" | "smtpPoolConnections" | "mailFrom" | "mailProvider">,
+  db: AppDatabase,
+  mail: MailHandler = mailHandler(config, db),
+) {
   return {
-    // Suppressed recipients (bounced, complained, unsubscribed from bulk mail) are skipped and reported.
-    // Its close() ends a pool's connections when the worker stops.
-    [MAIL_JOB_TASK]: createMailHandler({ transport: mailTransport(config), suppression: suppressionList(db) }),
+    [MAIL_JOB_TASK]: mail,
 
     ...handler(DIGEST_TASK, digestHandler(db.jobs, config)),
 

@@ -1,10 +1,10 @@
 // The worker process: `pnpm worker` (tsx src/worker.ts). One process serving the three
 // queues; run as many as you need, on as many machines as you like.
 import { runWorker } from "@forge/jobs";
-import { MAIL_JOB_TASK } from "@forge/mail";
+import type { MailHandler } from "@forge/mail";
 import { loadConfig, redactUrl } from "./config.js";
 import { migrateApp, openDatabase } from "./db.js";
-import { createHandlers, QUEUES } from "./handlers.js";
+import { createHandlers, mailHandler, QUEUES } from "./handlers.js";
 import { createLogger } from "./logging.js";
 import { declareMailLimits } from "./mail-limits.js";
 import { uploadCleanup } from "./uploads.js";
@@ -14,9 +14,11 @@ const log = createLogger("worker");
 
 const config = loadConfig();
 const db = openDatabase(config);
+let mail: MailHandler;
 let handlers: ReturnType<typeof createHandlers>;
 try {
-  handlers = createHandlers(config, db);
+  mail = mailHandler(config, db);
+  handlers = createHandlers(config, db, mail);
 } catch (error) {
   log.error({ err: (error as Error).message }, (error as Error).message);
   await db.close();
@@ -66,6 +68,6 @@ await runWorker(handlers, {
   },
 });
 // A pool's idle connections would keep the process alive.
-handlers[MAIL_JOB_TASK].close();
+mail.close();
 await db.close();
 log.info({}, "stopped");

@@ -1,8 +1,7 @@
 import { drain } from "@forge/jobs";
-import { MAIL_JOB_TASK } from "@forge/mail";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
-import { createHandlers, mailTransport, QUEUES } from "../src/handlers.js";
+import { createHandlers, mailHandler, mailTransport, QUEUES } from "../src/handlers.js";
 import { backendNames, createEnv, startApp, startSmtp, type Env } from "./support.js";
 
 const names = await backendNames();
@@ -53,7 +52,9 @@ describe.each(names)("a campaign sent by the worker through a pooled transport (
   ])("SMTP_POOL_CONNECTIONS=%i: every mail arrives, over %i connection(s)", async (pool, connections) => {
     await sendCampaign(`pool-${pool}`);
     const smtp = await startSmtp();
-    const handlers = createHandlers({ ...env.config, smtpUrl: smtp.url, smtpPoolConnections: pool }, env.db);
+    const config = { ...env.config, smtpUrl: smtp.url, smtpPoolConnections: pool };
+    const mail = mailHandler(config, env.db);
+    const handlers = createHandlers(config, env.db, mail);
     try {
       // drain runs one job at a time: a pool's single connection carries every message in turn.
       expect(await drain(handlers, { queue: QUEUES.mails, db: env.db.jobs })).toBe(RECIPIENTS.length);
@@ -61,7 +62,7 @@ describe.each(names)("a campaign sent by the worker through a pooled transport (
       expect(smtp.messages.every((m) => m.subject === `Campaign pool-${pool}`)).toBe(true);
       expect(smtp.connections).toBe(connections);
     } finally {
-      handlers[MAIL_JOB_TASK].close();
+      mail.close();
       await smtp.close();
     }
   });
