@@ -5,6 +5,7 @@ import { resolve } from "node:path";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
 import { toQuestionMarks } from "./placeholders.js";
+import { JobError } from "../errors.js";
 
 /** The parts of a better-sqlite3 Database the queue uses (typed here so no d.ts needs @types/better-sqlite3). */
 interface SqliteStatement {
@@ -221,7 +222,8 @@ export class SqliteExecutor implements Executor {
     if (connection.insideHolder) return fn(this); // nested: already in our transaction
     if (this.joinsCallerTransaction && !connection.held && db.inTransaction) {
       // The caller's own transaction (transactional enqueue): run in it, read-only if asked.
-      return options?.readOnly ? this.readOnly(() => fn(this)) : fn(this);
+      const tx = inCallerTransaction(this, db);
+      return options?.readOnly ? this.readOnly(() => fn(tx)) : fn(tx);
     }
     // The file's writer turn first, then the connection's: always in that order.
     const releaseFile = options?.readOnly ? undefined : await fileTurns(db).acquire();
@@ -286,6 +288,39 @@ export class SqliteExecutor implements Executor {
     await this.connection.idle();
     if (this.raw.open) this.raw.close();
   }
+}
+
+const CALLER_TRANSACTION_ENDED =
+  "the transaction this call joined on the better-sqlite3 handle had ended before the call's statements could run: a synchronous " +
+  "db.transaction(fn) (better-sqlite3's, Drizzle's) commits when fn returns, before any await resumes. Nothing of this call was written. " +
+  "For a flow, a batch or a keyed or larger enqueueMany, open the transaction on the handle yourself " +
+  '(exec("BEGIN IMMEDIATE"), await the call, exec("COMMIT")) or make the call outside the transaction';
+
+/**
+ * The caller's transaction as our `tx`. A synchronous one has ended by the time our first
+ * `await` resumes: a write after that would land on its own, outside it (a flow's jobs after
+ * the caller's ROLLBACK, or claimable before their dependencies are written), so it is refused.
+ * The first statement waits one microtask too, so such a call writes nothing at all rather than
+ * its first statement alone. A read only sees committed rows: it goes on.
+ */
+function inCallerTransaction(executor: SqliteExecutor, db: SqliteDatabase): Executor {
+  let started = false;
+  const tx: Executor = {
+    dialect: "sqlite",
+    raw: executor.raw,
+    pooled: executor.pooled,
+    query: async (sql, params) => {
+      if (!started) {
+        started = true;
+        await Promise.resolve();
+      }
+      if (!db.inTransaction && !/^\s*select\b/i.test(sql)) throw new JobError(CALLER_TRANSACTION_ENDED);
+      return executor.query(sql, params);
+    },
+    transaction: (fn, options) => executor.transaction(() => fn(tx), options),
+    close: async () => {},
+  };
+  return tx;
 }
 
 /** An in-memory or temporary database: private to its connection, never a file on disk. */
