@@ -1,8 +1,16 @@
-import { writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import ExcelJS from "exceljs";
 import { describe, expect, it } from "vitest";
-import { createExportHandler, createImportHandler, exportPayload, importPayload, type Importer } from "../src/index.js";
+import {
+  createExportHandler,
+  createImportHandler,
+  exportPayload,
+  importPayload,
+  type ImportProgress,
+  type Importer,
+  type JobContextLike,
+} from "../src/index.js";
 import { xlsxFormat } from "../src/xlsx.js";
 import { rejection, withTempDir } from "./support/harness.js";
 
@@ -114,6 +122,61 @@ describe("XLSX through the same importer, report and checkpoints", () => {
         { email: "a@example.com", name: '=HYPERLINK("x")', score: "1" },
         { email: "b@example.com", name: "Bé", score: "2.25" },
       ]);
+    });
+  });
+
+  it("resumes from the saved cursor after a worker dies mid-file: every row once, exact report, rejects file without repeats", async () => {
+    await withTempDir(async (dir) => {
+      // Streamed and with shared strings, as a large workbook from Excel would be.
+      const book = new ExcelJS.stream.xlsx.WorkbookWriter({ filename: path.join(dir, "big.xlsx"), useSharedStrings: true });
+      const sheet = book.addWorksheet("Contacts");
+      sheet.addRow(["Email Address", "Name"]).commit();
+      for (let i = 1; i <= 23; i++) sheet.addRow([i % 7 === 0 ? `person ${i}` : `p${i}@example.com`, `P${i}`]).commit();
+      sheet.commit();
+      await book.commit();
+
+      // The queue's side: a checkpoint commits the batch's work and the progress together, or neither.
+      let saved: ImportProgress | null = null;
+      const written: string[] = [];
+      const context = (dieOnBatch?: number): JobContextLike => {
+        let batches = 0;
+        return {
+          progress: saved,
+          checkpoint: async (progress, work) => {
+            batches += 1;
+            const pending: string[] = [];
+            await work?.(pending);
+            if (batches === dieOnBatch) throw new Error("the worker dies before the commit");
+            written.push(...pending);
+            saved = (typeof progress === "function" ? (progress as (r: unknown) => unknown)(undefined) : progress) as ImportProgress;
+            return true;
+          },
+        };
+      };
+      const importer: Importer<Row, string[]> = {
+        ...keeping().importer,
+        writeBatch: async (values, tx) => void tx!.push(...values.map((v) => v.email!)),
+      };
+      const handler = createImportHandler({ importers: { contacts: importer }, baseDir: dir, formats: [xlsxFormat()], batchSize: 5 });
+      const payload = importPayload({ importer: "contacts", file: "big.xlsx", rejectsFile: "rejects.csv" });
+
+      await rejection(handler(payload, context(3)));
+      expect(saved).toMatchObject({ line: 11, read: 10, imported: 9, rejected: 1 });
+      expect(written).toHaveLength(9);
+
+      const report = await handler(payload, context());
+      expect(report).toMatchObject({ read: 23, imported: 20, rejected: 3, sheet: "Contacts" });
+      const valid = Array.from({ length: 23 }, (_, i) => i + 1).filter((i) => i % 7 !== 0);
+      expect(written).toEqual(valid.map((i) => `p${i}@example.com`));
+      expect(await readFile(path.join(dir, "rejects.csv"), "utf8")).toBe(
+        [
+          "Email Address,Name,import_line,import_errors",
+          "person 7,P7,8,email: must be an email address",
+          "person 14,P14,15,email: must be an email address",
+          "person 21,P21,22,email: must be an email address",
+          "",
+        ].join("\n"),
+      );
     });
   });
 });
