@@ -48,7 +48,7 @@ export interface JobList {
 }
 
 export const LIST_OPTION_KEYS = ["queue", "status", "task", "tenant", "olderThan", "limit", "before", "db"] as const;
-const STATUSES: readonly JobStatus[] = ["pending", "running", "done", "failed", "cancelled"];
+const STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "done", "failed", "cancelled"];
 const MAX_PAGE = 500;
 const COLUMNS = [
   "id",

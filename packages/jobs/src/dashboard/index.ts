@@ -11,9 +11,9 @@ import { checkTenant } from "../validate.js";
 import { actOnSchedule, schedulesOverview } from "./schedules.js";
 import { CSRF_FIELD, Csrf } from "./csrf.js";
 import { methodNotAllowed, readForm, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
-import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList } from "./jobs-pages.js";
+import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";
 import { waitsOverview } from "./waits.js";
-import { latestJobs, recentActivity } from "./queries.js";
+import { latestJobs, recentActivity, relatedJobs } from "./queries.js";
 import { renderPage, type Notice } from "./render.js";
 import type { Logger } from "../logger.js";
 
@@ -143,12 +143,13 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   async function jobPage(req: IncomingMessage, res: ServerResponse, id: number): Promise<void> {
     const job = await getJob(id, { db, ...scoped });
     if (!job) return sendError(res, 404, "Not Found", `No job #${id}.`);
+    const related = await relatedJobs(db.forReading(), shownEdges(job), scope);
     const notice = takeNotice(req, res, basePath);
     send(
       res,
       200,
       "text/html; charset=utf-8",
-      renderJob({ title, basePath, csrfToken: csrf.issue(req, res), job, now: new Date(), ...(notice ? { notice } : {}) }),
+      renderJob({ title, basePath, csrfToken: csrf.issue(req, res), job, related, now: new Date(), ...(notice ? { notice } : {}) }),
     );
   }
 

@@ -11,7 +11,7 @@ import { firstLine, formatAge, noticeHtml, progressBar, shell, type PageModel } 
 // as the CLI's list, show, retry and cancel do.
 
 const FILTER_FIELDS = ["queue", "status", "task", "tenant"] as const;
-const STATUSES: readonly JobStatus[] = ["pending", "running", "done", "failed", "cancelled"];
+const STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "done", "failed", "cancelled"];
 
 /** The filter in a page's query or a bulk form: empty fields are no filter. Values are checked by listJobs. */
 export function readFilter(params: URLSearchParams): BulkFilter {

@@ -189,7 +189,7 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     const page = await load();
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
-    expect(queueRow(page.body, "counts-a")).toEqual({ pending: 2, running: 0, failed: 1, done: 1, ready: 1, age: expect.stringMatching(/^\d+s$/) });
+    expect(queueRow(page.body, "counts-a")).toEqual({ waiting: 0, pending: 2, running: 0, failed: 1, done: 1, ready: 1, age: expect.stringMatching(/^\d+s$/) });
     expect(queueRow(page.body, "counts-b")).toMatchObject({ pending: 1, ready: 1 });
     expect(page.body).toContain('<meta http-equiv="refresh" content="7">');
     expect(page.body).toContain("<title>Test queue</title>");

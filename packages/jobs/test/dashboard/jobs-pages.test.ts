@@ -110,7 +110,7 @@ describe.each(backends())("the dashboard's job pages ($name)", (backend) => {
   it("says what is wrong with a filter (400), and links each queue of the overview to its list", async () => {
     const bad = await load(s, `${BASE}/jobs?status=exploded`);
     expect(bad.status).toBe(400);
-    expect(bad.body).toContain("status must be one of pending, running, done, failed, cancelled");
+    expect(bad.body).toContain("status must be one of waiting, pending, running, done, failed, cancelled");
     expect((await load(s, `${BASE}/jobs?before=abc`)).status).toBe(400);
     await enqueue("x", null, { db: t.db, queue: "linked" });
     expect((await load(s, BASE)).body).toContain(`href="${BASE}/jobs?queue=linked"`);
@@ -200,6 +200,10 @@ describe.each(backends())("the dashboard's job pages ($name)", (backend) => {
     expect(items(served, "depends-on")).toContain(`<a href="${BASE}/jobs/${a}">#${a}</a>`);
     expect(items(served, "depends-on")).toContain(`<a href="${BASE}/jobs/${b}">#${b}</a>`);
     expect(served).not.toContain('<section id="dependents">');
+    // The served page reads each one's task and state (relatedJobs, inside the dashboard's tenant).
+    expect(items(served, "depends-on")).toContain(`<li data-job="${a}" data-status="done"><a href="${BASE}/jobs/${a}">#${a}</a> fetch (done)</li>`);
+    // Waiting jobs are a status of their own in the list's filter.
+    expect((await load(s, `${BASE}/jobs?status=waiting&queue=${queue}`)).body).toContain(`data-job="${merge}" data-status="waiting"`);
     expect(items((await load(s, `${BASE}/jobs/${a}`)).body, "dependents")).toContain(`<a href="${BASE}/jobs/${merge}">#${merge}</a>`);
     expect((await load(s, `${BASE}/jobs/${(await failed([["edges-none", "x", null]]))[0]}`)).body).not.toContain('id="depends-on"');
 
