@@ -62,9 +62,9 @@ interface ImportReport {
 export function importReportHandler(db: AppDatabase, config: Pick<AppConfig, "mailFrom" | "mailProvider">) {
   return async (payload: { importId: string }, ctx: JobContext) => {
     const org = ctx.job.tenant as string;
-    const [imported] = await ctx.dependencies();
+    const [imported] = await ctx.dependencies<ImportReport>();
     if (!imported) throw Object.assign(new Error(`import report ${ctx.job.id} has no import to report on`), { retryable: false });
-    const result = imported.result as ImportReport | null;
+    const result = imported.result;
     const subject =
       imported.status === "done"
         ? `Import ${payload.importId}: ${result?.imported ?? 0} imported, ${result?.rejected ?? 0} rejected`

@@ -7,7 +7,7 @@ import { isPermanent } from "./errors.js";
 import { extendLeases } from "./lease.js";
 import { mayOverflowStatement, overStatementBudget } from "./packet.js";
 import { toJsonText } from "./payload.js";
-import type { Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
+import type { DependencyInfo, Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
 import type { RunDeps, RunOutcome } from "./settle.js";
 import { maintenanceHandler } from "./maintenance.js";
 import { scheduledAtOf } from "./schedule-rows.js";
@@ -53,7 +53,8 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
       else checkpointFenced();
       return outcome.saved;
     },
-    dependencies: () => readDependencies(deps.db, job.id, job.tenant),
+    // The results are the dependencies' stored JSON: their type is the caller's word (as a payload's).
+    dependencies: <R>() => readDependencies(deps.db, job.id, job.tenant) as Promise<DependencyInfo<R>[]>,
     batch: () => readBatchSummary(deps.db, job.id, job.tenant),
   };
   function checkpointFenced(): void {

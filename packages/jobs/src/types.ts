@@ -57,14 +57,17 @@ export type WaitingJob = JobFields & { status: "waiting" };
 /** What `getJob` returns: one row of the jobs table, discriminated by `status`. */
 export type Job = PendingJob | RunningJob | DoneJob | FailedJob | CancelledJob | WaitingJob;
 
-/** One dependency of a running job, as `ctx.dependencies()` reads it. */
-export interface DependencyInfo {
+/**
+ * One dependency of a running job, as `ctx.dependencies()` reads it. `R`: what the caller says
+ * its handlers returned (`ctx.dependencies<ImportReport>()`); stored JSON, not checked.
+ */
+export interface DependencyInfo<R = unknown> {
   id: number;
   task: string;
   /** done, or failed/cancelled when the job runs under `onDependencyFailure: "run"`. */
   status: JobStatus;
   /** Its handler's result (JSON), or null. */
-  result: unknown;
+  result: R | null;
 }
 
 /** What a batch's callback reads with `ctx.batch()`: how its items ended. */
@@ -110,7 +113,7 @@ export interface JobContext {
    */
   checkpoint<Tx = unknown, R = unknown>(progress: unknown, work?: (tx: Tx) => R): Promise<boolean>;
   /** The jobs this one depended on (`dependsOn`), with their status and result, in id order; empty without dependencies. */
-  dependencies(): Promise<DependencyInfo[]>;
+  dependencies<R = unknown>(): Promise<DependencyInfo<R>[]>;
   /** For a batch's callback (`enqueueBatch`'s `onComplete`): how the items ended; null for any other job. */
   batch(): Promise<BatchSummary | null>;
 }

@@ -1,6 +1,6 @@
 // Dependencies (issue 19): dependsOn, flows by ref, failure policies, release on every path
 // that ends a job, reads (getJob, statusCounts, ctx.dependencies()), pruning. All backends.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import {
   cancelJob,
   drain,
@@ -320,5 +320,13 @@ describe.each(backends())("dependencies ($name)", (backend) => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     await prune({ olderThan: 0, db: t.db });
     expect(await getJob(a, { db: t.db })).toBeNull();
+  });
+});
+
+describe("ctx.dependencies() types", () => {
+  it("types the results as the caller says (R | null), unknown by default", () => {
+    expectTypeOf<Awaited<ReturnType<JobContext["dependencies"]>>[number]["result"]>().toEqualTypeOf<unknown>();
+    const typed = (ctx: JobContext) => ctx.dependencies<{ rows: number }>();
+    expectTypeOf<Awaited<ReturnType<typeof typed>>[number]["result"]>().toEqualTypeOf<{ rows: number } | null>();
   });
 });
