@@ -4,7 +4,9 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   checkpointIn,
+  drain,
   enqueue,
+  enqueueBatch,
   enqueueMany,
   fromQuery,
   getJob,
@@ -109,6 +111,41 @@ describe.each(backends())("fromQuery over the application's transaction ($name)"
       expect(many).toHaveLength(2);
       expect(await getJob(id, { db: t.db })).toEqual(outcome === "COMMIT" ? expect.objectContaining({ status: "pending" }) : null);
       expect(await pendingCount({ db: t.db, queue: outcome })).toBe(outcome === "COMMIT" ? 3 : 0);
+    }
+  });
+
+  // Flows and batches are several statements each (jobs, states, edges; batch row, callback,
+  // tags): every one must go through `query`, or a rollback leaves some of them behind.
+  it("a flow and a batch through fromQuery: jobs, dependency edges and batch row with the commit, none with a rollback", async () => {
+    const count = async (sql: string, params: unknown[]) => Number((await t.db.executor.query<{ n: number | string }>(sql, params)).rows[0]!.n);
+    for (const outcome of ["ROLLBACK", "COMMIT"] as const) {
+      const queue = `flow-${outcome}`;
+      const tx = await begin(backend.name, t);
+      const db = fromQuery(tx.source, options());
+      const [p1, p2, zip] = (await enqueueMany(
+        [
+          { task: "render", payload: { page: 1 }, ref: "p1" },
+          { task: "render", payload: { page: 2 }, ref: "p2" },
+          { task: "zip", dependsOn: ["p1", "p2"] },
+        ],
+        { db, queue },
+      )) as [number, number, number];
+      const batch = await enqueueBatch([{ task: "mail" }, { task: "mail" }], { db, queue, onComplete: { task: "sent" } });
+      await tx.end(outcome);
+      const edges = await count(`SELECT count(*) AS n FROM ${t.db.dependenciesTable} WHERE job_id = $1`, [zip]);
+      const batchRows = await count(`SELECT count(*) AS n FROM ${t.db.batchesTable} WHERE id = $1`, [batch.batchId]);
+      const jobs = await count(`SELECT count(*) AS n FROM ${t.db.table} WHERE queue = $1`, [queue]);
+      if (outcome === "ROLLBACK") {
+        expect([edges, batchRows, jobs]).toEqual([0, 0, 0]);
+        continue;
+      }
+      expect([edges, batchRows, jobs]).toEqual([2, 1, 6]);
+      expect(await getJob(zip, { db: t.db })).toMatchObject({ status: "waiting", dependsOn: [p1, p2] });
+      expect(await getJob(batch.callbackId!, { db: t.db })).toMatchObject({ status: "waiting" });
+      const handlers = { render: () => "page", zip: () => "zipped", mail: () => "sent", sent: () => "done" };
+      expect(await drain(handlers, { db: t.db, queue })).toBe(6);
+      expect(await getJob(zip, { db: t.db })).toMatchObject({ status: "done" });
+      expect(await getJob(batch.callbackId!, { db: t.db })).toMatchObject({ status: "done" });
     }
   });
 
