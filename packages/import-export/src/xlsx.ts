@@ -1,3 +1,4 @@
+import { once, type EventEmitter } from "node:events";
 import { createReadStream } from "node:fs";
 import ExcelJS from "exceljs";
 import type { CsvRecord } from "./csv-reader.js";
@@ -98,6 +99,22 @@ function plain(value: unknown): unknown {
   return JSON.stringify(value);
 }
 
+/** The stream exceljs pipes a sheet's XML into (archiver's entry), as far as this file relies on it. */
+interface PipedSheet {
+  stream?: { pipes?: Array<EventEmitter & { _writableState?: { needDrain?: boolean } }> };
+}
+
+/**
+ * exceljs writes a committed row into the zip entry without heeding backpressure, so a fast
+ * source piles the sheet's XML up in memory ahead of the compressor; waiting for the entry's
+ * drain keeps an export at flat memory. Reached through exceljs internals: if they change,
+ * the export still works, only without the wait.
+ */
+async function zipCaughtUp(sheet: unknown, signal: AbortSignal): Promise<void> {
+  const entry = (sheet as PipedSheet).stream?.pipes?.[0];
+  if (entry?._writableState?.needDrain) await once(entry, "drain", { signal });
+}
+
 async function writeSheet(
   path: string,
   columns: readonly { key: string; header: string }[] | undefined,
@@ -116,6 +133,7 @@ async function writeSheet(
     // A string stays a string cell: unlike CSV, "=1+1" in a cell is text, never a formula.
     sheet.addRow(cols.map((c) => plain(row[c.key]))).commit();
     count += 1;
+    await zipCaughtUp(sheet, signal);
   }
   if (count === 0 && cols !== undefined) sheet.addRow(cols.map((c) => c.header)).commit();
   sheet.commit();
