@@ -45,7 +45,7 @@ export class ClaimPlan {
   ): Promise<ClaimResult & { more: boolean }> {
     const startedAt = performance.now();
     const freed = this.freed;
-    const claimed = await claimJobs(db, { ...base, limit: capacity, start, fair: this.fair, served: this.served.view });
+    const claimed = await claimJobs(db, { ...base, limit: capacity, start, fair: this.fair, served: this.served.view, limited: this.limited });
     this.prefetch.claimTook(performance.now() - startedAt);
     this.fair = claimed.fair;
     this.limited = claimed.fair && claimed.limited;

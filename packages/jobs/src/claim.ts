@@ -4,6 +4,7 @@ import type { Dialect } from "./dialects/dialect.js";
 import { lockUpdateRead } from "./dialects/lock-update-read.js";
 import { valueForId } from "./dialects/mysql.js";
 import { fairClaim } from "./fair-claim.js";
+import { claimInOneStatement } from "./fair-claim-one.js";
 import { columnList, decodeRow, type JobColumn } from "./job-row.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 
@@ -52,6 +53,11 @@ export interface ClaimRequest {
   fair?: boolean;
   /** When this caller last served each group ('' for jobs without one): the fair claim's turn-taking between equally loaded groups. */
   served?: ReadonlyMap<string, number>;
+  /**
+   * The caller's last fair claim met limited keys: skip the one-statement claim (it would stand
+   * aside) and go straight to the claim that locks their rows.
+   */
+  limited?: boolean;
 }
 
 /** What a claim reads of each job it takes. */
@@ -246,6 +252,13 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
     };
   }
   // Nothing plain: flow jobs may be waiting (the plain claim stands aside for them), or nothing is ready.
+  if (db.dialect === "postgres" && !request.limited) {
+    const one = await claimInOneStatement<ClaimRow>(db, { ...request, start }, columnList(db.sql, CLAIMED, { alias: "j" }));
+    if (!one.limited) {
+      const jobs = one.rows.map((row) => toClaimed(db.sql, row));
+      return { jobs, fair: one.flow, retryInMs: null, throttled: [], wanted: request.limit, limited: false };
+    }
+  }
   const fair = await fairClaim<ClaimRow>(
     db,
     { queues: request.queues, limit: request.limit, start, lease: request.lease, workerId: request.workerId, served: request.served },
