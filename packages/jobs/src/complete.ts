@@ -36,14 +36,17 @@ const COMPLETE: PerDialect<(db: JobsDatabase, flow: boolean) => string | Script<
   // failed, reclaimed, cancelled, handed back), so a taken-over run matches nothing. Without a
   // `status = 'running'` condition the planner cannot drive the join from the jobs_running
   // partial index — which statistics taken while nothing ran estimate at one row, turning
-  // each batch into running-rows × batch comparisons — only from the primary key. And
-  // `j.id = ANY($1)` makes that a primary-key index scan: with the join alone, a table of
-  // 20,000 rows was read whole and hash-joined, a sequential scan per batch.
+  // each batch into running-rows × batch comparisons — only from the primary key, by the join
+  // on v. No `j.id = ANY($1)` beside it: with the guard on dependents and batches, the generic
+  // plan of a fresh table (no statistics) estimated that scan at one row and put the unnest
+  // inside a nested loop, rescanned per row — batch × batch comparisons, a completion of
+  // 1,000 jobs in 190 ms. Driven from v, a batch is one primary-key probe per job (or, on a
+  // small table, one hash join).
   postgres: (db, flow) => `
     UPDATE ${db.table} AS j
     SET status = 'done', result = v.result::jsonb, finished_at = now(), updated_at = now(), locked_until = NULL, claim_token = NULL
     FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
-    WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim_token = v.token${flow ? "" : " AND NOT j.has_dependents AND j.batch_id IS NULL"}
+    WHERE j.id = v.id AND j.claim_token = v.token${flow ? "" : " AND NOT j.has_dependents AND j.batch_id IS NULL"}
     RETURNING j.id, v.token::text AS claim_token${flow ? ", j.has_dependents, j.batch_id" : ""}`,
   // One JSON array of [id, token, result] triples, read by one json_each: joining three
   // json_each (one per array) on their keys was a nested loop, quadratic in the batch, that
