@@ -326,7 +326,7 @@ describe.each(backends())("dependencies ($name)", (backend) => {
 describe("ctx.dependencies() types", () => {
   it("types the results as the caller says (R | null), unknown by default", () => {
     expectTypeOf<Awaited<ReturnType<JobContext["dependencies"]>>[number]["result"]>().toEqualTypeOf<unknown>();
-    const typed = (ctx: JobContext) => ctx.dependencies<{ rows: number }>();
-    expectTypeOf<Awaited<ReturnType<typeof typed>>[number]["result"]>().toEqualTypeOf<{ rows: number } | null>();
+    const _typed = (ctx: JobContext) => ctx.dependencies<{ rows: number }>();
+    expectTypeOf<Awaited<ReturnType<typeof _typed>>[number]["result"]>().toEqualTypeOf<{ rows: number } | null>();
   });
 });

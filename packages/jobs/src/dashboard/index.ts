@@ -82,7 +82,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   const scope = checkTenant(options.tenant, "createDashboard: tenant", "every tenant's jobs");
   const scoped = scope === null ? {} : { tenant: scope };
 
-  async function page(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  async function page(req: IncomingMessage, res: ServerResponse): Promise<void> {
     // The page only displays: on the read replica when the database has one (readUrl).
     const reads = db.forReading();
     const [queues, activity, flow, schedules, running, pending, failed] = [
@@ -214,7 +214,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const get = req.method === "GET" || req.method === "HEAD";
     if (rest === "" || rest === "/" || rest === "/jobs") {
       if (!get) return methodNotAllowed(res, "GET, HEAD");
-      return rest === "/jobs" ? jobList(req, res, url) : page(req, res, url);
+      return rest === "/jobs" ? jobList(req, res, url) : page(req, res);
     }
     const job = JOB_PAGE.exec(rest);
     if (job) return get ? jobPage(req, res, Number(job[1])) : methodNotAllowed(res, "GET, HEAD");
