@@ -5,11 +5,11 @@ import { ServedGroups } from "./served.js";
 
 /**
  * What a worker's next claim asks for, and what its last one said about the queues: plain
- * (batches, a prefetch buffer), fair (groups: the same buffer, at most one job per slot, since a
- * buffered job counts as running for its group and the next group's job waits behind it), or
- * fair with limited keys (only what can start now: a buffered job would hold its key's slot
- * idle while another worker could run it); and whether a rate asked it to come back when a
- * token refills.
+ * (batches, a prefetch buffer) or fair (groups or keys: the same buffer, at most one job per
+ * slot, since a buffered job counts as running for its group and key; the fair claim holds a
+ * limited key's job only while the key keeps a slot free besides); whether limited keys were
+ * met (then the one-statement claim would stand aside); and whether a rate asked it to come
+ * back when a token refills.
  */
 export class ClaimPlan {
   private fair = false;
@@ -30,7 +30,7 @@ export class ClaimPlan {
   /** Jobs the worker should hold, running and buffered. */
   size(): number {
     if (!this.fair) return this.concurrency + this.prefetch.target();
-    return this.concurrency + (this.limited ? 0 : Math.min(this.concurrency, this.prefetch.target()));
+    return this.concurrency + Math.min(this.concurrency, this.prefetch.target());
   }
 
   /**
@@ -50,7 +50,6 @@ export class ClaimPlan {
     this.fair = claimed.fair;
     this.limited = claimed.fair && claimed.limited;
     this.retryInMs = claimed.retryInMs;
-    // A fair claim among limited keys takes at most the free slots: fewer than `capacity` is not "no more work".
     return { ...claimed, more: (claimed.wanted > 0 && claimed.jobs.length >= claimed.wanted) || this.freed !== freed };
   }
 

@@ -220,12 +220,9 @@ export interface ClaimResult {
   jobs: ClaimedJob[];
   /** The fair claim served these queues (they hold jobs with a group or a concurrency key). */
   fair: boolean;
-  /**
-   * The most jobs the claim meant to take: a claim that took fewer left nothing claimable. The
-   * fair claim takes only what can start now when limited keys are among its candidates.
-   */
+  /** The most jobs the claim meant to take: a claim that took fewer left nothing claimable. */
   wanted: number;
-  /** Limited keys were among the fair claim's candidates: hold no jobs unstarted (their slots would sit idle). */
+  /** Limited keys were among the fair claim's candidates: the next claim goes straight to the locking claim. */
   limited: boolean;
   /** When a job held back by its key's rate can next start, if one was. */
   retryInMs: number | null;

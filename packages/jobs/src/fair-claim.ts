@@ -28,9 +28,9 @@ export interface FairClaimRequest {
   /** Jobs wanted, started and held: the worker's free slots and the room of its buffer. */
   limit: number;
   /**
-   * How many of them start now (the first in fair-share order). When a limited key is among the
-   * candidates the claim takes no more than these: a held job's key slot would sit idle in this
-   * worker's buffer while another worker could run it.
+   * How many of them start now (the first in fair-share order); the rest are held. A job of a
+   * limited key is held only while its key keeps a free slot besides, and never under a rate
+   * (fair-share.ts).
    */
   start: number;
   lease: number;
@@ -48,9 +48,9 @@ export interface FairClaimResult<R> {
   retryInMs: number | null;
   /** Keys whose pending jobs this claim held back: at their concurrency limit or out of tokens. */
   throttled: string[];
-  /** How many jobs the claim meant to take at most: `limit`, or `start` when limited keys were in play. */
+  /** How many jobs the claim meant to take at most (`limit`). */
   wanted: number;
-  /** Limited keys were among the candidates: the caller should hold no jobs unstarted. */
+  /** Limited keys were among the candidates: the one-statement claim (fair-claim-one.ts) would stand aside. */
   limited: boolean;
 }
 
@@ -191,8 +191,8 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
     const { running, weights } = load ?? (await groupLoad(db, tx, request.queues, groups));
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
     const limitedHere = locked.size > 0;
-    const wanted = limitedHere ? Math.min(request.limit, request.start) : request.limit;
-    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: wanted, served: request.served });
+    const wanted = request.limit;
+    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: wanted, start: request.start, served: request.served });
     const rows =
       chosen.length === 0
         ? []

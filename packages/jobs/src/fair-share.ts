@@ -31,6 +31,13 @@ export interface FairShareInput {
   budgets: ReadonlyMap<string, KeyBudget>;
   limit: number;
   /**
+   * How many of the picks start now (default: all). The others are held in the worker's buffer,
+   * where they count as running: a job of a limited key is held only while its key keeps a free
+   * slot besides (a key's last slot is never held idle in one worker while another could run
+   * it), and never when its key has a rate (a held job would sit on a token).
+   */
+  start?: number;
+  /**
    * When the caller last served each group (larger = more recent): between groups equally
    * loaded, the one served longest ago (or never) goes first — a worker that runs one job at a
    * time, whose groups all count 0 running at each claim, still takes turns.
@@ -79,13 +86,20 @@ export function fairShare(input: FairShareInput): FairShareResult {
   const heads = new Map<string, number>([...queues.keys()].map((g) => [g, 0]));
 
   /** The group's next job its key can take, skipping (and counting) those it cannot. */
+  const start = input.start ?? input.limit;
   const head = (group: string): Candidate | null => {
     const list = queues.get(group) as Candidate[];
     let i = heads.get(group) as number;
     while (i < list.length) {
       const c = list[i] as Candidate;
       const budget = budgets.get(c.key);
-      if (!budget || (budget.slots >= 1 && budget.tokens >= 1)) break;
+      if (!budget) break;
+      if (budget.slots >= 1 && budget.tokens >= 1) {
+        // Picks past `start` are held: only with a slot to spare, and no rate.
+        if (chosen.length < start || (budget.slots >= 2 && budget.tokens === Infinity)) break;
+        i++;
+        continue;
+      }
       if (budget.slots >= 1) outOfTokens.add(c.key);
       heldBack.add(c.key);
       i++;

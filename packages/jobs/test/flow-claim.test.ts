@@ -135,16 +135,42 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
       [0, 0],
     ]);
 
+    // A limited key's job is held only while its key keeps a free slot besides: the key's last
+    // slot never waits in one worker's buffer while another worker could run it.
     const limitedQueue = uniqueName("held-limited");
     const key = uniqueName("k");
-    await limit(key, 5);
+    await limit(key, 2);
     await enqueueMany(
-      Array.from({ length: 10 }, (_, i) => ({ task: "t", group: i % 2 === 0 ? "a" : "b", concurrencyKey: i === 0 ? key : undefined })),
+      Array.from({ length: 5 }, () => ({ task: "t", group: "a", concurrencyKey: key })),
       { db: t.db, queue: limitedQueue },
     );
-    const few = await claim(limitedQueue, 2, 6);
-    expect(few).toMatchObject({ fair: true, limited: true, wanted: 2 });
-    expect(few.jobs.map((j) => j.started)).toEqual([true, true]);
+    await enqueueMany(
+      Array.from({ length: 5 }, () => ({ task: "t", group: "b" })),
+      { db: t.db, queue: limitedQueue },
+    );
+    const held = await claim(limitedQueue, 1, 6);
+    expect(held).toMatchObject({ fair: true, limited: true, wanted: 6 });
+    expect(held.jobs.map((j) => [j.group, j.started])).toEqual([
+      ["a", true],
+      ["b", false],
+      ["b", false],
+      ["b", false],
+      ["b", false],
+      ["b", false],
+    ]);
+    expect(await runningOf(key)).toBe(1);
+
+    // With slots to spare, the key's jobs are held too, each leaving one free; never past the limit.
+    const roomy = uniqueName("held-roomy");
+    const wide = uniqueName("k");
+    await limit(wide, 3);
+    await enqueueMany(
+      Array.from({ length: 6 }, () => ({ task: "t", group: "a", concurrencyKey: wide })),
+      { db: t.db, queue: roomy },
+    );
+    const some = await claim(roomy, 1, 6);
+    expect(some.jobs.map((j) => j.started)).toEqual([true, false]);
+    expect(await runningOf(wide)).toBe(2);
   });
 
   it("jobs without group or key form one group beside the others", async () => {
