@@ -12,6 +12,13 @@ import type { OrderedSender } from "./db/executor.js";
  */
 const MAX_START_WRITES = 2;
 
+/**
+ * How long the start-write connection may have been silent and still be trusted with a write
+ * whose handlers run before its answer. A busy worker writes far more often; after a pause, the
+ * first start write waits for its answer, one round trip.
+ */
+const SENDER_QUIET_MS = 1000;
+
 export interface BufferDeps {
   db: JobsDatabase;
   lease: number;
@@ -96,7 +103,12 @@ export class WorkerBuffer {
     const now = performance.now();
     // Only where a write can be known to have left without its answer (see sendStarts): elsewhere
     // `sent` is the answer, and the answer is checked before anything runs.
-    const fresh = this.sender !== null && jobs.every((job) => now - Math.max(this.heldAt.get(job.token) ?? 0, this.confirmedAt) < (this.deps.lease * 1000) / 2);
+    // And only on a connection heard from lately: a write into a connection that died unnoticed
+    // (a failover) would run its handlers with their attempts never counted.
+    const fresh =
+      this.sender !== null &&
+      this.sender.answeredWithin(SENDER_QUIET_MS) &&
+      jobs.every((job) => now - Math.max(this.heldAt.get(job.token) ?? 0, this.confirmedAt) < (this.deps.lease * 1000) / 2);
     for (const job of jobs) this.heldAt.delete(job.token);
     const write = sendStarts(this.deps.db, this.sender, jobs, this.deps.lease);
     const runAll = (owned: Set<string> | null) => {

@@ -63,5 +63,11 @@ export interface Executor {
  */
 export interface OrderedSender {
   send<R extends object>(sql: string, params: readonly unknown[], name?: string): { sent: Promise<void>; result: Promise<QueryResult<R>> };
+  /**
+   * Whether its connection answered a statement in the last `ms`: a write that has "left" on a
+   * connection silent for longer may have left into a connection that died meanwhile (a
+   * failover, a proxy's cut), unnoticed until the write's answer.
+   */
+  answeredWithin(ms: number): boolean;
   close(): Promise<void>;
 }

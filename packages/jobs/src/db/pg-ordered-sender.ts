@@ -11,6 +11,8 @@ export class PgOrderedSender implements OrderedSender {
   private client: pg.Client | null = null;
   private connecting: Promise<pg.Client> | null = null;
   private closed = false;
+  /** When a statement last came back without a connection error (performance.now()). */
+  private answeredAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -20,11 +22,26 @@ export class PgOrderedSender implements OrderedSender {
 
   send<R extends object>(sql: string, params: readonly unknown[], prepared?: string): { sent: Promise<void>; result: Promise<QueryResult<R>> } {
     const name = this.prepared ? prepared : undefined;
-    if (this.client) return { sent: Promise.resolve(), result: run<R>(this.client, sql, params, name) };
+    if (this.client) return { sent: Promise.resolve(), result: this.answered(run<R>(this.client, sql, params, name)) };
     const ready = this.connect();
     // Handlers registered in this order run in this order: `sent` resolves after query() was called.
-    const result = ready.then((client) => run<R>(client, sql, params, name));
+    const result = this.answered(ready.then((client) => run<R>(client, sql, params, name)));
     return { sent: ready.then(() => undefined), result };
+  }
+
+  answeredWithin(ms: number): boolean {
+    return this.client !== null && performance.now() - this.answeredAt < ms;
+  }
+
+  /** A statement's answer, noting when one came back (a statement's own error is an answer too). */
+  private answered<T>(result: Promise<T>): Promise<T> {
+    result.then(
+      () => (this.answeredAt = performance.now()),
+      (error: unknown) => {
+        if (isStatementError(error)) this.answeredAt = performance.now();
+      },
+    );
+    return result;
   }
 
   async close(): Promise<void> {
@@ -57,4 +74,14 @@ export class PgOrderedSender implements OrderedSender {
     })();
     return this.connecting;
   }
+}
+
+/** An error the server sent about the statement (it has a SQLSTATE), not a broken connection. */
+function isStatementError(error: unknown): boolean {
+  return (
+    typeof error === "object" &&
+    error !== null &&
+    typeof (error as { code?: unknown }).code === "string" &&
+    /^[0-9A-Z]{5}$/.test((error as { code: string }).code)
+  );
 }

@@ -1,0 +1,91 @@
+// The buffer runs held jobs as soon as their start write has left (the write counts their
+// attempts; its answer is checked after), but only on a connection heard from lately. A
+// failover test caught the gap: the start-write connection had died with the old primary
+// unnoticed, the first write after the failover "left" into it, the handlers ran, and their
+// attempts were never counted (jobs ended done with 0 attempts). PostgreSQL only: the other
+// backends have no pipelined sender.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WorkerBuffer } from "../src/buffer.js";
+import { claimJobs, type ClaimedJob } from "../src/claim.js";
+import type { OrderedSender, QueryResult } from "../src/db/executor.js";
+import { WorkerEmitter } from "../src/events.js";
+import { enqueueMany } from "../src/index.js";
+import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
+
+/** A connection that died unnoticed: the write leaves, its answer is a connection error. */
+function deadSender(quietForMs: number): OrderedSender & { sends: number } {
+  const sender = {
+    sends: 0,
+    send<R extends object>(): { sent: Promise<void>; result: Promise<QueryResult<R>> } {
+      sender.sends++;
+      const result = new Promise<QueryResult<R>>((_, reject) =>
+        setTimeout(() => reject(Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" })), 20),
+      );
+      result.catch(() => undefined);
+      return { sent: Promise.resolve(), result };
+    },
+    answeredWithin: (ms: number) => quietForMs < ms,
+    close: async () => {},
+  };
+  return sender;
+}
+
+describe.each(backends().filter((b) => b.name === "postgres"))("held jobs and the start-write connection ($name)", (backend) => {
+  let t: TestDatabase;
+  beforeAll(async () => (t = await backend.create()));
+  afterAll(() => t.close());
+
+  async function heldJobs(n: number): Promise<ClaimedJob[]> {
+    const queue = uniqueName("held");
+    await enqueueMany(
+      Array.from({ length: n }, (_, i) => ({ task: "t", payload: i })),
+      { db: t.db, queue },
+    );
+    const { jobs } = await claimJobs(t.db, { queues: [queue], limit: n, start: 0, lease: 30, workerId: "w" });
+    expect(jobs.every((j) => !j.started)).toBe(true);
+    return jobs;
+  }
+
+  function bufferOver(sender: OrderedSender): { buffer: WorkerBuffer; ran: ClaimedJob[]; errors: unknown[] } {
+    const executor = Object.create(t.db.executor) as typeof t.db.executor;
+    executor.orderedSender = () => sender;
+    const db = Object.create(t.db) as typeof t.db;
+    Object.defineProperty(db, "executor", { value: executor });
+    const ran: ClaimedJob[] = [];
+    const errors: unknown[] = [];
+    const buffer = new WorkerBuffer({ db, lease: 30, emitter: new WorkerEmitter(), onError: (e) => errors.push(e), wake: () => undefined });
+    return { buffer, ran, errors };
+  }
+
+  it("on a connection silent for a while, waits for the start write's answer: a dead connection runs nothing and the jobs stay held", async () => {
+    const jobs = await heldJobs(3);
+    const sender = deadSender(60_000);
+    const { buffer, ran, errors } = bufferOver(sender);
+    for (const job of jobs) buffer.push(job);
+    buffer.startInto(
+      3,
+      (job) => ran.push(job),
+      () => undefined,
+      () => false,
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    expect(sender.sends).toBe(1);
+    expect(ran).toEqual([]);
+    expect(errors).toHaveLength(1);
+    expect(buffer.waiting).toBe(3); // back in the buffer, unstarted, for the next write
+  });
+
+  it("on a connection that answered a moment ago, runs the handlers as soon as the write has left", async () => {
+    const jobs = await heldJobs(2);
+    const { buffer, ran } = bufferOver(deadSender(10));
+    for (const job of jobs) buffer.push(job);
+    buffer.startInto(
+      2,
+      (job) => ran.push(job),
+      () => undefined,
+      () => false,
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    expect(ran.map((j) => j.id)).toEqual(jobs.map((j) => j.id));
+  });
+});
