@@ -1,6 +1,14 @@
 #!/usr/bin/env node
 import { main } from "./cli/main.js";
 
+// A reader that stops reading (`forge-jobs status --watch | head`) closes the pipe: the next
+// write fails with EPIPE, an 'error' event nobody handled, which crashed the process with a
+// stack. The reader has what it wanted: end quietly, as Unix tools do.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(0);
+  throw error;
+});
+
 main(process.argv.slice(2), { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), isTTY: process.stdout.isTTY === true }).then(
   (code) => exit(code),
   (error: unknown) => {

@@ -305,6 +305,15 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     expect(result.stderr).not.toMatch(/MaxListenersExceededWarning/);
   }, 30_000);
 
+  it("status --watch into a reader that stops reading (| head) ends quietly with 0, not an unhandled EPIPE", async () => {
+    await enqueue("w", null, { db: t.db, queue: "headed" });
+    const result = await cli(["status", "--watch", "0.5", "--queue", "headed", ...common], {
+      onStart: (child) => child.stdout!.once("data", () => child.stdout!.destroy()),
+    });
+    expect(result.stderr).not.toMatch(/EPIPE|Unhandled/);
+    expect(result.code).toBe(0);
+  }, 30_000);
+
   it("status --watch redraws until interrupted; with --json each frame is one JSON line", async () => {
     await enqueue("w", null, { db: t.db, queue: "watched" });
     let frames = 0;
