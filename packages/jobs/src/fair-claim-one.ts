@@ -1,5 +1,5 @@
 import type { JobsDatabase } from "./db/database.js";
-import { FLOW, PLAIN } from "./fair-sources.js";
+import { pgCandidates, pgGroupsWalk } from "./fair-sources.js";
 
 /**
  * The fair claim in one statement (PostgreSQL), for the common case: no limited key among the
@@ -28,20 +28,9 @@ export async function claimInOneStatement<R extends object>(
   answer: string,
 ): Promise<OneStatementClaim<R>> {
   const served = [...(request.served ?? new Map<string, number>())];
-  const ready = (where: string) =>
-    `SELECT id, priority, group_key AS g, concurrency_key AS k FROM ${db.table}
-     WHERE status = 'pending' AND ${where} AND run_at <= now() ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`;
   const { rows } = await db.executor.query<R & { fair_ord: number | null; fair_limited: boolean; fair_flow: boolean }>(
-    `WITH RECURSIVE groups AS (
-       SELECT q.name AS q, f.group_key AS g FROM unnest($1::text[]) AS q(name)
-       CROSS JOIN LATERAL (SELECT group_key FROM ${db.table} WHERE status = 'pending' AND queue = q.name AND ${FLOW} ORDER BY group_key LIMIT 1) f
-       UNION ALL
-       SELECT p.q, n.group_key FROM groups p CROSS JOIN LATERAL (
-         SELECT group_key FROM ${db.table} WHERE status = 'pending' AND queue = p.q AND ${FLOW} AND group_key > p.g ORDER BY group_key LIMIT 1) n
-     ), cand AS (
-       SELECT c.* FROM groups s CROSS JOIN LATERAL (${ready(`queue = s.q AND group_key = s.g AND ${FLOW}`)}) c
-       UNION ALL
-       SELECT c.* FROM unnest($1::text[]) AS s(q) CROSS JOIN LATERAL (${ready(`queue = s.q AND ${PLAIN}`)}) c
+    `WITH RECURSIVE ${pgGroupsWalk(db)}, cand AS (
+       ${pgCandidates(db, "id, priority, group_key AS g, concurrency_key AS k")}
      ), flags AS (
        SELECT EXISTS (SELECT 1 FROM cand WHERE k <> '') AND EXISTS (SELECT 1 FROM ${db.limitsTable}) AS limited,
               EXISTS (SELECT 1 FROM cand WHERE g <> '' OR k <> '') AS flow

@@ -11,7 +11,7 @@ import type { Candidate } from "./fair-share.js";
 /** Rows that hold a group or a key, as the partial index jobs_flow_claim states it. */
 export const FLOW = "(group_key <> '' OR concurrency_key <> '')";
 /** Rows with neither: the plain claim's (jobs_claim_plain). */
-export const PLAIN = "group_key = '' AND concurrency_key = ''";
+const PLAIN = "group_key = '' AND concurrency_key = ''";
 
 export interface GroupSource {
   queue: string;
@@ -152,23 +152,40 @@ interface LoadRow {
  * plain jobs of each queue), the running jobs per group, the groups' weights, and whether any
  * limit is stored — what most fair claims need, in one round trip.
  */
-export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues: readonly string[], limit: number, blocked: Blocked): Promise<QueueLoad> {
-  const params: unknown[] = [queues, limit];
-  const without = exclusions(db, blocked, params);
-  const ready = (where: string) =>
-    `SELECT 'c'::text AS kind, id, priority, group_key AS g, concurrency_key AS k, NULL::bigint AS n FROM ${db.table}
-     WHERE status = 'pending' AND ${where} AND run_at <= now() ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`;
-  const { rows } = await tx.query<LoadRow>(
-    `WITH RECURSIVE groups AS (
+/**
+ * PostgreSQL, the CTE `groups (q, g)` of a `WITH RECURSIVE`: each queue's ($1, text[]) groups
+ * with pending flow jobs, by a recursive loose index scan (one index probe per group).
+ */
+export function pgGroupsWalk(db: JobsDatabase): string {
+  return `groups AS (
        SELECT q.name AS q, f.group_key AS g FROM unnest($1::text[]) AS q(name)
        CROSS JOIN LATERAL (SELECT group_key FROM ${db.table} WHERE status = 'pending' AND queue = q.name AND ${FLOW} ORDER BY group_key LIMIT 1) f
        UNION ALL
        SELECT p.q, n.group_key FROM groups p CROSS JOIN LATERAL (
          SELECT group_key FROM ${db.table} WHERE status = 'pending' AND queue = p.q AND ${FLOW} AND group_key > p.g ORDER BY group_key LIMIT 1) n
-     )
-     SELECT c.* FROM groups s CROSS JOIN LATERAL (${ready(`queue = s.q AND group_key = s.g AND ${FLOW}${without}`)}) c
+     )`;
+}
+
+/**
+ * PostgreSQL, after `pgGroupsWalk`: the first $2 ready jobs of each group, then of each queue's
+ * plain jobs, in claim order, locked, passing over rows another claimer holds. `columns` is the
+ * select list; `without` (flow rows only) steps over blocked keys.
+ */
+export function pgCandidates(db: JobsDatabase, columns: string, without = ""): string {
+  const ready = (where: string) =>
+    `SELECT ${columns} FROM ${db.table}
+     WHERE status = 'pending' AND ${where} AND run_at <= now() ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`;
+  return `SELECT c.* FROM groups s CROSS JOIN LATERAL (${ready(`queue = s.q AND group_key = s.g AND ${FLOW}${without}`)}) c
      UNION ALL
-     SELECT c.* FROM unnest($1::text[]) AS s(q) CROSS JOIN LATERAL (${ready(`queue = s.q AND ${PLAIN}`)}) c
+     SELECT c.* FROM unnest($1::text[]) AS s(q) CROSS JOIN LATERAL (${ready(`queue = s.q AND ${PLAIN}`)}) c`;
+}
+
+export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues: readonly string[], limit: number, blocked: Blocked): Promise<QueueLoad> {
+  const params: unknown[] = [queues, limit];
+  const without = exclusions(db, blocked, params);
+  const { rows } = await tx.query<LoadRow>(
+    `WITH RECURSIVE ${pgGroupsWalk(db)}
+     ${pgCandidates(db, "'c'::text AS kind, id, priority, group_key AS g, concurrency_key AS k, NULL::bigint AS n", without)}
      UNION ALL
      SELECT 'r', NULL, NULL, group_key, '', count(*) FROM ${db.table} WHERE status = 'running' AND queue = ANY($1) GROUP BY group_key
      UNION ALL
