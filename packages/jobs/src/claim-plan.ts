@@ -50,7 +50,7 @@ export class ClaimPlan {
     this.fair = claimed.fair;
     this.limited = claimed.fair && claimed.limited;
     this.retryInMs = claimed.retryInMs;
-    return { ...claimed, more: (claimed.wanted > 0 && claimed.jobs.length >= claimed.wanted) || this.freed !== freed };
+    return { ...claimed, more: claimed.jobs.length >= capacity || this.freed !== freed };
   }
 
   /** A run's completion (or snooze) landed: its group's and key's slot is free in the database. */

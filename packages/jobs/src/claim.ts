@@ -220,8 +220,6 @@ export interface ClaimResult {
   jobs: ClaimedJob[];
   /** The fair claim served these queues (they hold jobs with a group or a concurrency key). */
   fair: boolean;
-  /** The most jobs the claim meant to take: a claim that took fewer left nothing claimable. */
-  wanted: number;
   /** Limited keys were among the fair claim's candidates: the next claim goes straight to the locking claim. */
   limited: boolean;
   /** When a job held back by its key's rate can next start, if one was. */
@@ -231,7 +229,7 @@ export interface ClaimResult {
 }
 
 export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimResult> {
-  if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null, throttled: [], wanted: 0, limited: false };
+  if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null, throttled: [], limited: false };
   const start = Math.max(0, Math.min(request.start, request.limit));
   const rows: ClaimRow[] = [];
   if (!request.fair) {
@@ -244,7 +242,6 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
       fair: false,
       retryInMs: null,
       throttled: [],
-      wanted: request.limit,
       limited: false,
     };
   }
@@ -253,7 +250,7 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
     const one = await claimInOneStatement<ClaimRow>(db, { ...request, start }, columnList(db.sql, CLAIMED, { alias: "j" }));
     if (!one.limited) {
       const jobs = one.rows.map((row) => toClaimed(db.sql, row));
-      return { jobs, fair: one.flow, retryInMs: null, throttled: [], wanted: request.limit, limited: false };
+      return { jobs, fair: one.flow, retryInMs: null, throttled: [], limited: false };
     }
   }
   const fair = await fairClaim<ClaimRow>(
@@ -267,7 +264,6 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
     fair: fair.flow,
     retryInMs: fair.retryInMs,
     throttled: fair.throttled,
-    wanted: fair.wanted,
     limited: fair.limited,
   };
 }

@@ -48,8 +48,6 @@ export interface FairClaimResult<R> {
   retryInMs: number | null;
   /** Keys whose pending jobs this claim held back: at their concurrency limit or out of tokens. */
   throttled: string[];
-  /** How many jobs the claim meant to take at most (`limit`). */
-  wanted: number;
   /** Limited keys were among the candidates: the one-statement claim (fair-claim-one.ts) would stand aside. */
   limited: boolean;
 }
@@ -115,7 +113,7 @@ async function claimChosen<R extends object>(
 }
 
 export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
-  if (request.limit <= 0) return { rows: [], flow: true, retryInMs: null, throttled: [], wanted: 0, limited: false };
+  if (request.limit <= 0) return { rows: [], flow: true, retryInMs: null, throttled: [], limited: false };
   // The retry may meet other keys' first claim (the candidates changed meanwhile): a few rounds.
   for (let round = 1; ; round++) {
     try {
@@ -133,11 +131,11 @@ const MISSING_KEY_ROUNDS = 5;
 /** No key known to be held back (no limit stored, or no keyed job at the heads). */
 const NO_SURVEY: Survey = { blocked: { keys: [], prefixes: [] }, rules: [], retryInMs: null };
 
-type Found<R> = Omit<FairClaimResult<R>, "wanted" | "limited">;
+type Found<R> = Omit<FairClaimResult<R>, "limited">;
 
 function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairClaimRequest, answer: string): Promise<FairClaimResult<R>> {
   return db.executor.transaction(async (tx): Promise<FairClaimResult<R>> => {
-    const none = (found: Found<R>): FairClaimResult<R> => ({ ...found, wanted: request.limit, limited: false });
+    const none = (found: Found<R>): FairClaimResult<R> => ({ ...found, limited: false });
     let survey: Survey = NO_SURVEY;
     let candidates: Candidate[];
     let flow: boolean;
@@ -191,8 +189,15 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
     const { running, weights } = load ?? (await groupLoad(db, tx, request.queues, groups));
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
     const limitedHere = locked.size > 0;
-    const wanted = request.limit;
-    const { chosen, outOfTokens, heldBack } = fairShare({ candidates, running, weights, budgets, limit: wanted, start: request.start, served: request.served });
+    const { chosen, outOfTokens, heldBack } = fairShare({
+      candidates,
+      running,
+      weights,
+      budgets,
+      limit: request.limit,
+      start: request.start,
+      served: request.served,
+    });
     const rows =
       chosen.length === 0
         ? []
@@ -224,6 +229,6 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
       waitForToken(l, l.tokens - (takenPerKey.get(key) ?? 0));
     }
     for (const key of heldBack) throttled.add(key);
-    return { rows, flow, retryInMs, throttled: [...throttled], wanted, limited: limitedHere };
+    return { rows, flow, retryInMs, throttled: [...throttled], limited: limitedHere };
   });
 }
