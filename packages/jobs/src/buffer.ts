@@ -94,8 +94,10 @@ export class WorkerBuffer {
    * is checked after: a job found not ours (cancelled meanwhile) goes to `lost`. Past that, as
    * after a stall, the answer comes first and a job taken over meanwhile never runs.
    * `stopping()` is asked before running: then the jobs stay here for shutdown to hand back.
+   * `run` gets, besides the job, when its start write was answered: the write that ends the run
+   * must wait for it (see Worker.execute).
    */
-  startInto(idle: number, run: (job: ClaimedJob) => void, lost: (job: ClaimedJob) => void, stopping: () => boolean): void {
+  startInto(idle: number, run: (job: ClaimedJob, answered: Promise<unknown>) => void, lost: (job: ClaimedJob) => void, stopping: () => boolean): void {
     const free = idle - this.starting;
     if (free <= 0 || this.jobs.length === 0 || this.writes.size >= MAX_START_WRITES || performance.now() < this.retryAt) return;
     const jobs = this.jobs.splice(0, free);
@@ -111,13 +113,15 @@ export class WorkerBuffer {
       jobs.every((job) => now - Math.max(this.heldAt.get(job.token) ?? 0, this.confirmedAt) < (this.deps.lease * 1000) / 2);
     for (const job of jobs) this.heldAt.delete(job.token);
     const write = sendStarts(this.deps.db, this.sender, jobs, this.deps.lease);
+    // Failed, the answer tells nothing more (the server may or may not have run the write).
+    const answered: Promise<unknown> = write.owned.catch(() => undefined);
     const runAll = (owned: Set<string> | null) => {
       this.failures = 0;
       for (const job of jobs) {
         if (owned && !owned.has(job.token)) this.deps.emitter.emit("job:fenced", { job: jobInfo(job), write: "start" });
         else if (stopping())
           this.push(job); // handed back (with its attempt) by shutdown
-        else run(job);
+        else run(job, answered);
       }
     };
     const started: Promise<void> = (fresh ? write.sent.then(() => runAll(null)) : write.owned.then(runAll))

@@ -31,6 +31,8 @@ interface Run {
   info: JobInfo;
   abort: RunAbort;
   startedAt: number;
+  /** Its start write's answer: the write that ends the run waits for it. */
+  answered: Promise<unknown>;
   done: Promise<void>;
 }
 
@@ -59,6 +61,8 @@ export class Worker {
   private readonly wakeups: Wakeups;
   private readonly running = new Map<string, Run>();
   private readonly completing = new Map<string, number>();
+  /** Every run until its outcome is written (a run leaves `running` when its handler returns). */
+  private readonly finishing = new Set<Promise<void>>();
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
   private idleAnnounced = false;
@@ -151,7 +155,7 @@ export class Worker {
     while (this.state === "running") {
       this.buffer.startInto(
         concurrency - this.running.size,
-        (job) => this.start(job),
+        (job, answered) => this.start(job, answered),
         (job) => this.lost(job, "start"),
         () => this.state !== "running",
       );
@@ -190,14 +194,18 @@ export class Worker {
     }
   }
 
-  private start(job: ClaimedJob): void {
+  /** `answered`: when the write that counted the job's attempt was answered (at once when the claim counted it). */
+  private start(job: ClaimedJob, answered: Promise<unknown> = Promise.resolve()): void {
     const info = jobInfo(job);
     this.plan.started(job.group);
     const startedAt = Date.now();
-    const run = { job, info, abort: new RunAbort(), startedAt } as Run;
+    const run = { job, info, abort: new RunAbort(), startedAt, answered } as Run;
     this.running.set(job.token, run);
     this.emitter.emit("job:started", { job: info, waitMs: Math.max(0, startedAt - job.runAt.getTime()) });
     run.done = this.execute(run);
+    this.finishing.add(run.done);
+    const finished = () => this.finishing.delete(run.done);
+    run.done.then(finished, finished);
   }
 
   private async execute(run: Run): Promise<void> {
@@ -211,6 +219,10 @@ export class Worker {
     if (run.abort.reason?.reason === "shutdown") return; // handed back already; whatever it produced is fenced out
     if (outcome.kind === "succeeded") this.completing.set(job.token, job.id);
     try {
+      // A handler may run before its start write is executed (see WorkerBuffer.startInto); the
+      // write that ends the run goes on another connection and could be executed first, the
+      // start write then finding the job no longer running: its attempt never counted.
+      await run.answered;
       await settle(job, info, outcome, durationMs, this.deps, this.writes);
     } catch (error) {
       // Abandoned at shutdown with the database unreachable: the lease will bring it back.
@@ -278,7 +290,11 @@ export class Worker {
     const late = [...this.running.values()];
     for (const run of late) run.abort.abort(new JobAbortedError("shutdown", `worker ${this.id} is shutting down; job ${run.job.id} was handed back`));
     await Promise.all(late.map((run) => this.handBack(run.job, run.info)));
-    await within(Math.max(this.settings.graceMs, MIN_FLUSH_MS), this.completions.idle());
+    // Runs whose handlers returned may still wait to write (for a start write's answer, a batch).
+    await within(
+      Math.max(this.settings.graceMs, MIN_FLUSH_MS),
+      Promise.allSettled(this.finishing).then(() => this.completions.idle()),
+    );
     this.completions.abandon(new Error("worker stopped before this completion could be written"));
     await this.buffer.close();
     for (const t of this.timers) clearInterval(t);

@@ -9,7 +9,7 @@ import { WorkerBuffer } from "../src/buffer.js";
 import { claimJobs, type ClaimedJob } from "../src/claim.js";
 import type { OrderedSender, QueryResult } from "../src/db/executor.js";
 import { WorkerEmitter } from "../src/events.js";
-import { enqueueMany } from "../src/index.js";
+import { createWorker, enqueueMany } from "../src/index.js";
 import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
 
 /** A connection that died unnoticed: the write leaves, its answer is a connection error. */
@@ -88,4 +88,47 @@ describe.each(backends().filter((b) => b.name === "postgres"))("held jobs and th
     await new Promise((r) => setTimeout(r, 100));
     expect(ran.map((j) => j.id)).toEqual(jobs.map((j) => j.id));
   });
+
+  it("a run that ends before its start write is executed waits for that write's answer: the completion never overtakes it, the attempt is counted", async () => {
+    // The start write leaves on its own connection and the handler runs at once; the server may
+    // execute that write late (a busy backend). Here it sleeps before touching any row, as a
+    // descheduled backend would; the completion goes on another connection meanwhile. Written
+    // first, it ended the job with the start write finding no row of its own: done, 0 attempts.
+    const fn = `${t.db.table.replace(/"jobs"$/, '"slow_start"')}`;
+    await t.sql(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF current_query() LIKE '%COALESCE(j.started_at, now())%' THEN PERFORM pg_sleep(0.3); END IF;
+        RETURN NULL;
+      END $$`);
+    await t.sql(`CREATE TRIGGER slow_start BEFORE UPDATE ON {jobs} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`);
+    try {
+      const queue = uniqueName("overtake");
+      const ids = await enqueueMany(
+        Array.from({ length: 6 }, (_, i) => ({ task: "t", payload: i })),
+        { db: t.db, queue },
+      );
+      const stop = new AbortController();
+      let done = 0;
+      // Concurrency 1 with a buffer: every job after the first is held, then started by a start write.
+      const worker = createWorker(
+        {
+          t: () => {
+            if (++done === ids.length) stop.abort();
+            return null;
+          },
+        },
+        { db: t.db, queue, concurrency: 1, prefetch: 5, pollInterval: 0.05, signal: stop.signal },
+      );
+      await worker.run();
+      const rows = await t.sql<{ id: number | string; status: string; attempts: number | string }>(
+        `SELECT id, status, attempts FROM {jobs} WHERE queue = $1 ORDER BY id`,
+        [queue],
+      );
+      expect(rows.map((r) => ({ id: Number(r.id), status: r.status, attempts: Number(r.attempts) }))).toEqual(
+        ids.map((id) => ({ id, status: "done", attempts: 1 })),
+      );
+    } finally {
+      await t.sql(`DROP TRIGGER slow_start ON {jobs}`);
+    }
+  }, 30_000);
 });
