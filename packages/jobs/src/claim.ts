@@ -54,8 +54,8 @@ export interface ClaimRequest {
   /** When this caller last served each group ('' for jobs without one): the fair claim's turn-taking between equally loaded groups. */
   served?: ReadonlyMap<string, number>;
   /**
-   * The caller's last fair claim met a key with a rate: skip the one-statement claim (it would
-   * stand aside) and go straight to the claim that locks the keys' rows and debits their buckets.
+   * The caller's last fair claim met limited keys: skip the one-statement claim (it would stand
+   * aside) and go straight to the claim that locks their rows.
    */
   limited?: boolean;
 }
@@ -220,7 +220,7 @@ export interface ClaimResult {
   jobs: ClaimedJob[];
   /** The fair claim served these queues (they hold jobs with a group or a concurrency key). */
   fair: boolean;
-  /** A key with a rate was among the fair claim's candidates: the next claim goes straight to the locking claim. */
+  /** Limited keys were among the fair claim's candidates: the next claim goes straight to the locking claim. */
   limited: boolean;
   /** When a job held back by its key's rate can next start, if one was. */
   retryInMs: number | null;
@@ -250,7 +250,7 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
     const one = await claimInOneStatement<ClaimRow>(db, { ...request, start }, columnList(db.sql, CLAIMED, { alias: "j" }));
     if (!one.limited) {
       const jobs = one.rows.map((row) => toClaimed(db.sql, row));
-      return { jobs, fair: one.flow, retryInMs: null, throttled: one.throttled, limited: false };
+      return { jobs, fair: one.flow, retryInMs: null, throttled: [], limited: false };
     }
   }
   const fair = await fairClaim<ClaimRow>(

@@ -10,9 +10,7 @@ import { msUntilToken, ruleFor, type LimitRule } from "./limit-rules.js";
 
 /**
  * The claim of queues that hold jobs with a group or a concurrency key (the plain claim in
- * claim.ts takes the rest): on SQLite and MariaDB always, on PostgreSQL when the one-statement
- * claim (fair-claim-one.ts) stands aside (a key with a rate, a key's first claim, a key claimed
- * by another claimer after that statement's snapshot). One short transaction:
+ * claim.ts takes the rest). One short transaction:
  *   1. the groups with pending jobs (a loose walk of jobs_flow_claim), and the keys known to be
  *      full or out of tokens (blocked-keys.ts: read from the few running jobs and empty buckets);
  *   2. each group's first ready jobs in claim order, stepping over blocked keys' jobs and rows
@@ -50,7 +48,7 @@ export interface FairClaimResult<R> {
   retryInMs: number | null;
   /** Keys whose pending jobs this claim held back: at their concurrency limit or out of tokens. */
   throttled: string[];
-  /** A key with a rate was among the candidates or held back for want of tokens: the one-statement claim (fair-claim-one.ts) would stand aside. */
+  /** Limited keys were among the candidates: the one-statement claim (fair-claim-one.ts) would stand aside. */
   limited: boolean;
 }
 
@@ -190,7 +188,7 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
     const groups = [...new Set(candidates.map((c) => c.group))];
     const { running, weights } = load ?? (await groupLoad(db, tx, request.queues, groups));
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
-    const rated = survey.retryInMs !== null || [...locked.values()].some((l) => l.rule.rate !== null);
+    const limitedHere = locked.size > 0;
     const { chosen, outOfTokens, heldBack } = fairShare({
       candidates,
       running,
@@ -231,6 +229,6 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
       waitForToken(l, l.tokens - (takenPerKey.get(key) ?? 0));
     }
     for (const key of heldBack) throttled.add(key);
-    return { rows, flow, retryInMs, throttled: [...throttled], limited: rated };
+    return { rows, flow, retryInMs, throttled: [...throttled], limited: limitedHere };
   });
 }

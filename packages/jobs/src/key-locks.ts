@@ -56,15 +56,8 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
   const lock = async (some: string[]) =>
     (
       await tx.query<{ k: string; tokens: number | string; refilled_at: unknown; now: unknown }>(
-        db.dialect === "postgres"
-          ? // Written, not only locked: the one-statement claim (fair-claim-one.ts) counts from a
-            // snapshot and trusts it only while the key's row version is the one it saw.
-            `UPDATE ${db.keysTable} AS t SET tokens = t.tokens
-             FROM (SELECT concurrency_key FROM ${db.keysTable} WHERE concurrency_key = ANY($1) ORDER BY concurrency_key FOR UPDATE) AS s
-             WHERE t.concurrency_key = s.concurrency_key
-             RETURNING t.concurrency_key AS k, t.tokens, t.refilled_at, now() AS now`
-          : `SELECT concurrency_key AS k, tokens, refilled_at, ${db.sql.now} AS now FROM ${db.keysTable}
-             WHERE ${db.sql.inList("concurrency_key", "$1")} ORDER BY concurrency_key${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
+        `SELECT concurrency_key AS k, tokens, refilled_at, ${db.sql.now} AS now FROM ${db.keysTable}
+         WHERE ${db.sql.inList("concurrency_key", "$1")} ORDER BY concurrency_key${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
         [some],
         "fair_lock",
       )

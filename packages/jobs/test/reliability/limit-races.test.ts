@@ -1,7 +1,7 @@
 // Issue 14 point 1 under a race: claimers on separate connections reach for one limited key at
-// the same instant. On PostgreSQL the one-statement claim counts a key's running jobs from its
-// snapshot; a claim of the key committed after that snapshot must make it stand aside (it takes
-// nothing and the locking claim counts again), or each claimer would fill the key's slots anew.
+// the same instant, some of them with a key already partly full. A key's running jobs are
+// counted under its row lock (key-locks.ts); counted from an older snapshot, or without the
+// lock, each claimer would fill the key's slots anew.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completeRuns } from "../../src/complete.js";
 import { claimJobs, type ClaimedJob } from "../../src/claim.js";
@@ -47,7 +47,7 @@ describe.each(backends())("claims of one limited key at once ($name)", (backend)
         const answers = await Promise.all(
           connections.map(async (db, i) => ({
             db,
-            // Half go straight to the claim that locks and counts (as after a rated key): both
+            // Half skip the one-statement claim (as after a key with a limit was met): both
             // kinds must see each other's claims.
             jobs: (await claimJobs(db, { queues: [queue], limit: 5, start: 5, lease: 60, workerId: `claimer-${i}`, limited: i % 2 === 0 })).jobs,
           })),
