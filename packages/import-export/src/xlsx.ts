@@ -4,6 +4,7 @@ import ExcelJS from "exceljs";
 import type { CsvRecord } from "./csv-reader.js";
 import { ImportError, messageOf } from "./errors.js";
 import type { RecordSource, SpreadsheetFormat } from "./record-source.js";
+import { SharedStrings } from "./shared-strings.js";
 
 /**
  * `@forge/import-export/xlsx`: Excel workbooks through the same importers, report and
@@ -45,6 +46,8 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
   let rows = 0;
   let chosen: string | undefined;
 
+  const strings = new SharedStrings();
+
   async function* records(): AsyncGenerator<CsvRecord> {
     const seen: string[] = [];
     const workbook = new ExcelJS.stream.xlsx.WorkbookReader(input, {
@@ -53,6 +56,15 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
       hyperlinks: "ignore",
       worksheets: "emit",
       entries: "ignore",
+    });
+    // The reader sets `sharedStrings = []` when the table starts and reads `sharedStrings[i]` for
+    // each cell: hand it the table on disk instead. Undefined until then, as the reader expects
+    // (a sheet stored before the table is set aside until the table is read).
+    let table: unknown[] | undefined;
+    Object.defineProperty(workbook, "sharedStrings", {
+      configurable: true,
+      get: () => table,
+      set: () => void (table = strings.asArray()),
     });
     let width: number | undefined;
     try {
@@ -76,6 +88,8 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
       }
     } catch (error) {
       throw new ImportError(`the file cannot be read as XLSX: ${messageOf(error)}`, { retryable: false, cause: error });
+    } finally {
+      strings.close();
     }
     if (chosen === undefined) {
       throw new ImportError(`the workbook has no sheet named "${wanted}"; its sheets: ${seen.map((s) => JSON.stringify(s)).join(", ")}`, { retryable: false });
@@ -87,7 +101,10 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
     malformed: () => undefined,
     // bytesRead, not a "data" listener: one would start the stream flowing before exceljs pipes it.
     position: () => ({ bytes: input.bytesRead, records: rows }),
-    close: () => input.destroy(),
+    close: () => {
+      input.destroy();
+      strings.close();
+    },
     sheet: () => chosen,
   };
 }
