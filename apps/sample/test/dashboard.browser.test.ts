@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { getJob, processOne, setLimit, type JobContext } from "@forge/jobs";
@@ -8,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { APP_DIR } from "../src/config.js";
 import { createEnv, startApp, type Env, postgresOn } from "./support.js";
 
-const CHROMIUM = "/usr/bin/chromium";
+/** Debian's chromium package; FORGE_TEST_CHROMIUM names another binary. */
+const CHROMIUM = process.env.FORGE_TEST_CHROMIUM ?? "/usr/bin/chromium";
 const ARGS = [
   "--headless",
   "--no-sandbox",
@@ -22,7 +24,14 @@ const ARGS = [
 const TOKEN = "browser-test-token";
 const SCREENSHOT = path.join(APP_DIR, "test-results", "dashboard.png");
 
-describe.skipIf(!postgresOn)("the dashboard in headless Chromium (postgres)", () => {
+// In CI (CI=true), .ci/run installs Chromium: its absence there is a failure, not a skip. Elsewhere
+// the test is skipped with one line saying what to install. (The rule of tools/test-services,
+// written out here: this folder is also the template copied out of the monorepo.)
+const runnable = postgresOn && (existsSync(CHROMIUM) || process.env.CI === "true");
+if (postgresOn && !runnable)
+  console.warn(`forge tests: chromium is not installed at ${CHROMIUM}; the dashboard's browser test is skipped (apt-get install -y chromium)`);
+
+describe.runIf(runnable)("the dashboard in headless Chromium (postgres)", () => {
   let env: Env;
   let server: Awaited<ReturnType<typeof startApp>>;
   let browser: Browser;
