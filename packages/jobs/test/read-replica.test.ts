@@ -24,11 +24,17 @@ import {
   type JobsDatabase,
 } from "../src/index.js";
 import { createDashboard } from "../src/dashboard/index.js";
-import { backends, PG_URL, waitFor, type TestDatabase } from "./helpers/backends.js";
+import { backends, PG_LISTEN_URL, PG_URL, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
 /** The stand-in replica: a database of its own on the same server, with other content. */
 const REPLICA_DB = "forge_jobs_replica";
+/**
+ * Where the stand-in replica is reached: straight at the server, also when the run's queue goes
+ * through PgBouncer (FORGE_TEST_PG_LISTEN_URL is then the direct URL), as a real replica is a
+ * server of its own; PgBouncer 1.18 would refuse the `options` that make it read-only.
+ */
+const SERVER_URL = PG_LISTEN_URL ?? PG_URL;
 
 /** `url` on another database, with session settings for the server (`options`). */
 function onDatabase(url: string, database: string, settings?: string): string {
@@ -54,7 +60,7 @@ describe.skipIf(!backends().some((b) => b.name === "postgres"))("readUrl: displa
     t = await backends()
       .find((b) => b.name === "postgres")!
       .create();
-    const admin = connect(PG_URL);
+    const admin = connect(SERVER_URL);
     try {
       await admin.executor.query(`CREATE DATABASE ${REPLICA_DB}`);
     } catch (error) {
@@ -63,7 +69,7 @@ describe.skipIf(!backends().some((b) => b.name === "postgres"))("readUrl: displa
     } finally {
       await admin.close();
     }
-    const writable = connect(onDatabase(PG_URL, REPLICA_DB), { schema: t.schema! });
+    const writable = connect(onDatabase(SERVER_URL, REPLICA_DB), { schema: t.schema! });
     try {
       await migrate({ db: writable });
       // Ids apart from the primary's, so a read by id shows which database answered.
@@ -72,13 +78,13 @@ describe.skipIf(!backends().some((b) => b.name === "postgres"))("readUrl: displa
     } finally {
       await writable.close();
     }
-    replicaUrl = onDatabase(PG_URL, REPLICA_DB, "-c default_transaction_read_only=on");
+    replicaUrl = onDatabase(SERVER_URL, REPLICA_DB, "-c default_transaction_read_only=on");
     db = connect(t.url, { schema: t.schema!, readUrl: replicaUrl });
   });
 
   afterAll(async () => {
     await db?.close();
-    const admin = connect(onDatabase(PG_URL, REPLICA_DB));
+    const admin = connect(onDatabase(SERVER_URL, REPLICA_DB));
     await admin.executor.query(`DROP SCHEMA IF EXISTS "${t.schema!}" CASCADE`).catch(() => undefined);
     await admin.close();
     await t.close();
