@@ -80,12 +80,16 @@ export async function listGroups(options: DatabaseOptions = {}): Promise<GroupSt
   return db.executor.transaction(
     async (tx) => {
       const weights = await tx.query<{ group_key: string; weight: number | string }>(`SELECT group_key, weight FROM ${db.groupsTable}`);
+      // Pending and running in a branch each, so that each reads its own index (jobs_flow_claim,
+      // jobs_running: the branch implies the partial index's predicate). `status IN ('pending',
+      // 'running')` implies neither: PostgreSQL read the whole table, finished rows and all.
       const counts = await tx.query<CountRow>(
-        `SELECT group_key,
-                SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running,
-                SUM(CASE WHEN status = 'pending' AND run_at <= ${db.sql.now} THEN 1 ELSE 0 END) AS ready
-         FROM ${db.table}
-         WHERE group_key <> '' AND status IN ('pending', 'running')
+        `SELECT group_key, SUM(running) AS running, SUM(ready) AS ready FROM (
+           SELECT group_key, 0 AS running, CASE WHEN run_at <= ${db.sql.now} THEN 1 ELSE 0 END AS ready
+           FROM ${db.table} WHERE status = 'pending' AND group_key <> ''
+           UNION ALL
+           SELECT group_key, 1 AS running, 0 AS ready FROM ${db.table} WHERE status = 'running' AND group_key <> ''
+         ) AS live
          GROUP BY group_key`,
       );
       const byGroup = new Map<string, GroupStatus>();

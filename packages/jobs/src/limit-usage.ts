@@ -39,12 +39,16 @@ interface BucketRow {
 
 /** Every key with a pending or running job, and every key with a bucket row. */
 export async function keyUsage(db: JobsDatabase, tx: Executor): Promise<KeyUsage[]> {
+  // A branch per status, each through its own index (jobs_key_pending, jobs_running): `status
+  // IN ('pending', 'running')` implies neither partial index's predicate, and PostgreSQL read
+  // the whole table, finished rows and all.
   const counts = await tx.query<CountRow>(
-    `SELECT concurrency_key,
-            SUM(CASE WHEN status = 'running' THEN 1 ELSE 0 END) AS running,
-            SUM(CASE WHEN status = 'pending' AND run_at <= ${db.sql.now} THEN 1 ELSE 0 END) AS ready
-     FROM ${db.table}
-     WHERE concurrency_key <> '' AND status IN ('pending', 'running')
+    `SELECT concurrency_key, SUM(running) AS running, SUM(ready) AS ready FROM (
+       SELECT concurrency_key, 0 AS running, CASE WHEN run_at <= ${db.sql.now} THEN 1 ELSE 0 END AS ready
+       FROM ${db.table} WHERE status = 'pending' AND concurrency_key <> ''
+       UNION ALL
+       SELECT concurrency_key, 1 AS running, 0 AS ready FROM ${db.table} WHERE status = 'running' AND concurrency_key <> ''
+     ) AS live
      GROUP BY concurrency_key`,
   );
   const buckets = await tx.query<BucketRow>(

@@ -22,7 +22,8 @@ export interface JobSummary {
 }
 
 // Named columns, one status, newest first, a bounded LIMIT: the same text runs on
-// PostgreSQL, SQLite and MariaDB (the executor rewrites `$1` for the latter two).
+// PostgreSQL, SQLite and MariaDB (the executor rewrites `$1` for the latter two), except for
+// the pending rows' two branches (see statusBranches).
 const SUMMARY = [
   "id",
   "queue",
@@ -40,13 +41,35 @@ const SUMMARY = [
 ] as const satisfies readonly JobColumn[];
 export const MAX_LIST = 100;
 
+const STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "done", "failed", "cancelled"];
+
+/**
+ * A status's rows as the predicates of the indexes that hold them, repeated word for word (the
+ * planner picks a partial index only for a query that implies its predicate, SQLite only for
+ * one that repeats its terms; the status is a literal for that). Pending rows are in two
+ * partial indexes, jobs_claim_plain and jobs_flow_claim, as in countsQuery; failed ones in
+ * jobs_failed; MariaDB's indexes lead with status instead. A bare `status = $1 … ORDER BY id
+ * DESC` walked the primary key backwards past every finished row until it had `limit` rows:
+ * on a queue with no failure (or nothing pending), through every row of the table.
+ */
+function statusBranches(db: JobsDatabase, status: JobStatus): string[] {
+  if (!STATUSES.includes(status)) throw new TypeError(`latestJobs: no status ${JSON.stringify(status)}`);
+  if (status === "pending" && db.dialect !== "mysql") {
+    return ["status = 'pending' AND group_key = '' AND concurrency_key = ''", "status = 'pending' AND (group_key <> '' OR concurrency_key <> '')"];
+  }
+  return [`status = '${status}'`];
+}
+
 /** The newest `limit` jobs in `status` (ORDER BY id DESC), at most MAX_LIST; only `tenant`'s when given. */
 export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20, tenant: string | null = null): Promise<JobSummary[]> {
   const n = Math.min(MAX_LIST, Math.max(1, Math.trunc(limit)));
-  const { rows } = await db.executor.query(
-    `SELECT ${columnList(db.sql, SUMMARY)} FROM ${db.table} WHERE status = $1${tenant === null ? "" : " AND tenant = $2"} ORDER BY id DESC LIMIT ${n}`,
-    tenant === null ? [status] : [status, tenant],
-  );
+  const newest = (where: string) =>
+    `SELECT ${columnList(db.sql, SUMMARY)} FROM ${db.table} WHERE ${where}${tenant === null ? "" : " AND tenant = $1"} ORDER BY id DESC LIMIT ${n}`;
+  const branches = statusBranches(db, status).map(newest);
+  // Two branches: each newest first and stopped by its LIMIT, then merged.
+  const sql =
+    branches.length === 1 ? branches[0]! : `${branches.map((b, i) => `SELECT * FROM (${b}) AS b${i}`).join(" UNION ALL ")} ORDER BY id DESC LIMIT ${n}`;
+  const { rows } = await db.executor.query(sql, tenant === null ? [] : [tenant]);
   return rows.map((raw) => {
     const row = decodeRow(db.sql, SUMMARY, raw);
     return {

@@ -126,6 +126,12 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
     reason: "no partial indexes: jobs_flow_claim leads with (status, queue) and already bounds the waiting count to the waiting rows",
   },
   { dialect: "mysql", object: "index jobs_finished", is: "(status, finished_at)", reason: NO_PARTIAL_INDEXES },
+  {
+    dialect: "mysql",
+    object: "index jobs_failed",
+    is: null,
+    reason: "no partial indexes: jobs_finished leads with status and already bounds the newest failed jobs to the failed rows",
+  },
   { dialect: "mysql", object: "index jobs_tenant", is: "(tenant, id)", reason: "no partial indexes: jobs without a tenant have entries too" },
   {
     dialect: "mysql",

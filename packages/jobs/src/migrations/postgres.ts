@@ -261,4 +261,13 @@ export const postgresMigrations: Migration[] = [
       `CREATE INDEX IF NOT EXISTS ${index("jobs_history_id")} ON ${named("jobs_history")} (id)`,
     ],
   },
+  {
+    version: 9,
+    name: "failed_index",
+    // The failed jobs, newest first: the dashboard's list of recent failures. No other index
+    // finds them (jobs_finished holds every finished row), so that list walked the primary key
+    // backwards past every done row: with 10,000,000 of them and no failure, the whole table.
+    // An entry per failed job only; a job that is retried leaves it.
+    statements: ({ table, index }) => [`CREATE INDEX IF NOT EXISTS ${index("jobs_failed")} ON ${table} (id) WHERE status = 'failed'`],
+  },
 ];

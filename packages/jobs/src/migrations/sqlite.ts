@@ -256,4 +256,12 @@ export const sqliteMigrations: Migration[] = [
     // every backend's schema carries the same numbers.
     statements: () => [],
   },
+  {
+    version: 9,
+    name: "failed_index",
+    // See migrations/postgres.ts version 9.
+    statements: ({ table, index }) => [
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_failed")} ON ${table.slice(table.lastIndexOf(".") + 1)} (id) WHERE status = 'failed'`,
+    ],
+  },
 ];
