@@ -14,3 +14,16 @@ export function loadForge(): Promise<Forge> {
   ) as Promise<Forge>;
   return loaded;
 }
+
+export type ForgeDashboard = typeof import("../../packages/jobs/src/dashboard/index.ts");
+
+/** @forge/jobs/dashboard, from the same place as loadForge (source, or the built package with BENCH_FORGE_ENTRY=dist). */
+let dashboard: Promise<ForgeDashboard> | null = null;
+export function loadDashboard(): Promise<ForgeDashboard> {
+  dashboard ??= (
+    process.env.BENCH_FORGE_ENTRY === "dist"
+      ? import("@forge/jobs/dashboard")
+      : import(new URL("../../packages/jobs/src/dashboard/index.ts", import.meta.url).href)
+  ) as Promise<ForgeDashboard>;
+  return dashboard;
+}

@@ -1,9 +1,10 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
-import { loadForge } from "../forge.js";
+import { loadDashboard, loadForge } from "../forge.js";
 import { PG_URL } from "../lib/env.js";
 import { adminClient, machineBusy, waitQuiet } from "../lib/metrics.js";
 import type { Row } from "../lib/report.js";
@@ -16,8 +17,10 @@ import { otherBackends } from "./ten-million-backends.js";
  * Issue 17.4: ten million finished jobs in one PostgreSQL table, in a database of its own
  * (bench_10m), against an empty table in the same database:
  * - claim rate (runWorker, concurrency 10) on each;
- * - statusCounts (what `forge-jobs status`, the dashboard and the queue-depth gauges read)
- *   latency on each, and the old whole-table count once for reference;
+ * - latency of what an operator reads, on each: statusCounts (what `forge-jobs status`, the
+ *   dashboard and the queue-depth gauges count with), all of `forge-jobs status`'s reads, and the
+ *   dashboard's home page (every read it makes, rendered, over HTTP); the old whole-table count
+ *   once for reference;
  * - prune of 1,000,000 of those rows while four lanes claim and complete one job at a time:
  *   their latency during the prune against the same lanes without it.
  * The fixture is written once (INSERT … SELECT generate_series, triggers off, counts rebuilt
@@ -30,6 +33,8 @@ const DB_URL = PG_URL.replace(/\/[^/?]*(\?|$)/, `/${DATABASE}$1`);
 const EMPTY = "forge_empty";
 const FULL = "forge_10m";
 const STATUS_CALLS = 300;
+/** Calls of the dashboard page and of the status command's reads, per round and table. */
+const PAGE_CALLS = 100;
 const LANES = 4;
 const BASELINE_SECONDS = 15;
 const RESULTS = fileURLToPath(new URL("../../results/", import.meta.url));
@@ -112,15 +117,61 @@ function summary(values: number[]): { p50: number; p99: number; n: number } {
 
 type Forge = Awaited<ReturnType<typeof loadForge>>;
 
-async function statusLatency(forge: Forge, db: ReturnType<Forge["connect"]>): Promise<number[]> {
-  for (let i = 0; i < 5; i++) await forge.statusCounts({ db });
+/** `calls` timed calls of `read`, after 5 untimed ones. */
+async function latency(read: () => Promise<unknown>, calls: number): Promise<number[]> {
+  for (let i = 0; i < 5; i++) await read();
   const ms: number[] = [];
-  for (let i = 0; i < STATUS_CALLS; i++) {
+  for (let i = 0; i < calls; i++) {
     const t0 = performance.now();
-    await forge.statusCounts({ db });
+    await read();
     ms.push(performance.now() - t0);
   }
   return ms;
+}
+
+/** The operator reads timed on each table, with the calls a round makes of each. */
+const READS = [
+  { id: "statusCounts", label: "statusCounts()", calls: STATUS_CALLS },
+  { id: "status", label: "forge-jobs status: its reads (statusCounts, listLimits, listGroups)", calls: PAGE_CALLS },
+  { id: "dashboard", label: "dashboard home page (GET / over HTTP: every read, rendered)", calls: PAGE_CALLS },
+] as const;
+type ReadId = (typeof READS)[number]["id"];
+
+/**
+ * One function per operator read on `db`: what cli/commands.ts `status` reads (statusCounts,
+ * then flowOverview: listLimits and listGroups) and the dashboard's home page, served by
+ * createDashboard in this process and fetched as a browser would.
+ */
+async function operatorReads(
+  forge: Forge,
+  db: ReturnType<Forge["connect"]>,
+): Promise<{ reads: Record<ReadId, () => Promise<unknown>>; close: () => Promise<void> }> {
+  const { createDashboard } = await loadDashboard();
+  const handler = createDashboard({ db, basePath: "/", refreshSeconds: 0 });
+  const server = createServer((req, res) =>
+    handler(req, res, (error) => {
+      res.statusCode = 500;
+      res.end(String(error));
+    }),
+  );
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
+  return {
+    reads: {
+      statusCounts: () => forge.statusCounts({ db }),
+      status: async () => {
+        await forge.statusCounts({ db });
+        await forge.listLimits({ db });
+        await forge.listGroups({ db });
+      },
+      dashboard: async () => {
+        const res = await fetch(url);
+        const body = await res.text();
+        if (res.status !== 200) throw new Error(`dashboard page: HTTP ${res.status}: ${body.slice(0, 300)}`);
+      },
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 /** LANES loops of enqueue + processOne, timing processOne (a claim and a completion), until `until` resolves. */
@@ -189,24 +240,33 @@ async function postgres(ctx: Ctx): Promise<void> {
     process.stdout.write("\n");
   }
 
-  // 2. statusCounts latency, a backlog of 1,000 pending jobs in each table.
+  // 2. Latency of the operator reads, a backlog of 1,000 pending jobs in each table.
   const dbs = { empty: forge.connect(DB_URL, { schema: EMPTY }), full: forge.connect(DB_URL, { schema: FULL }) };
-  const status: Record<string, { p50: number[]; p99: number[] }> = { empty: { p50: [], p99: [] }, full: { p50: [], p99: [] } };
+  type Latencies = Record<"empty" | "full", { p50: number[]; p99: number[] }>;
+  const latencies = (): Latencies => ({ empty: { p50: [], p99: [] }, full: { p50: [], p99: [] } });
+  const reads: Record<ReadId, Latencies> = { statusCounts: latencies(), status: latencies(), dashboard: latencies() };
   for (const s of [empty, full]) await s.reset();
   for (const db of Object.values(dbs))
     await forge.enqueueMany(
       Array.from({ length: 1000 }, (_, i) => ({ task: "noop", payload: { i } })),
       { db },
     );
+  const readers = { empty: await operatorReads(forge, dbs.empty), full: await operatorReads(forge, dbs.full) };
   for (let r = 0; r < rounds; r++) {
-    for (const key of rotate(["empty", "full"] as const, r)) {
-      await waitQuiet(ctx.sizes.quietWaitMs);
-      const m = summary(await statusLatency(forge, dbs[key]));
-      status[key]!.p50.push(m.p50);
-      status[key]!.p99.push(m.p99);
+    for (const read of READS) {
+      for (const key of rotate(["empty", "full"] as const, r)) {
+        await waitQuiet(ctx.sizes.quietWaitMs);
+        const m = summary(await latency(readers[key].reads[read.id], read.calls));
+        reads[read.id][key].p50.push(m.p50);
+        reads[read.id][key].p99.push(m.p99);
+      }
+      const at = reads[read.id];
+      console.log(
+        `  ${read.id} round ${r + 1}: p50/p99 empty ${at.empty.p50.at(-1)!.toFixed(2)}/${at.empty.p99.at(-1)!.toFixed(2)} ms, 10M ${at.full.p50.at(-1)!.toFixed(2)}/${at.full.p99.at(-1)!.toFixed(2)} ms`,
+      );
     }
-    console.log(`  statusCounts round ${r + 1}: p99 empty ${status.empty!.p99.at(-1)!.toFixed(2)} ms, 10M ${status.full!.p99.at(-1)!.toFixed(2)} ms`);
   }
+  for (const reader of Object.values(readers)) await reader.close();
   const whole: number[] = [];
   for (let i = 0; i < 3; i++) {
     const t0 = performance.now();
@@ -214,7 +274,8 @@ async function postgres(ctx: Ctx): Promise<void> {
     whole.push(performance.now() - t0);
   }
   console.log(`  the old whole-table count: ${whole.map((v) => v.toFixed(0)).join(", ")} ms`);
-  raw.status = status;
+  raw.status = reads.statusCounts;
+  raw.reads = reads;
   raw.wholeTableCountMs = whole;
 
   // 3. Prune of PRUNED rows while lanes claim and complete.
@@ -301,5 +362,23 @@ async function postgres(ctx: Ctx): Promise<void> {
     ref: "forge",
     rows: claim,
     notes: [`Table with the done rows: ${size}. Raw figures of the whole measure: bench/results/ten-million.json.`],
+  });
+  ctx.publish({
+    id: "ten-million-reads",
+    title: `Operator reads with ${ROWS.toLocaleString("en-US")} finished jobs in the table vs an empty table (1,000 pending jobs in each; ms per call)`,
+    unit: "ms",
+    better: "lower",
+    columns: ["p99", "p50", "empty p99", "empty p50"],
+    // The rows are different reads, not systems: none is the reference (÷ ours stays "–").
+    ref: "",
+    rows: READS.map((read) => ({
+      system: read.id,
+      label: read.label,
+      config: `${read.calls} calls a round, one after another, after 5 untimed`,
+      samples: { p99: reads[read.id].full.p99, p50: reads[read.id].full.p50, "empty p99": reads[read.id].empty.p99, "empty p50": reads[read.id].empty.p50 },
+    })),
+    notes: [
+      "Target (issue 17.4): `status` and the dashboard p99 ≤ 50 ms with 10,000,000 finished rows. The fixture's finished rows are all `done` and a day old (the failed list finds none), but the full table also keeps the jobs its claim-rate rounds have just processed (rounds × jobs, ended within the hour), and the dashboard's chart reads the last hour's ended jobs: its figure there counts that hour's activity too, the empty table's (truncated) none.",
+    ],
   });
 }
