@@ -57,6 +57,23 @@ const SQL: PerDialect<CountSql> = {
   },
 };
 
+/**
+ * SQL: per value of `column` (a group or a concurrency key; '' left out), its running jobs and its
+ * ready pending ones. A branch per status, so that each reads an index of its own (jobs_flow_claim
+ * or jobs_key_pending, and jobs_running: each branch implies that partial index's predicate);
+ * `status IN ('pending', 'running')` implies neither, and PostgreSQL read the whole table,
+ * finished rows and all.
+ */
+export function liveCountsBy(db: JobsDatabase, column: "group_key" | "concurrency_key"): string {
+  return `SELECT ${column}, SUM(running) AS running, SUM(ready) AS ready FROM (
+       SELECT ${column}, 0 AS running, CASE WHEN run_at <= ${db.sql.now} THEN 1 ELSE 0 END AS ready
+       FROM ${db.table} WHERE status = 'pending' AND ${column} <> ''
+       UNION ALL
+       SELECT ${column}, 1 AS running, 0 AS ready FROM ${db.table} WHERE status = 'running' AND ${column} <> ''
+     ) AS live
+     GROUP BY ${column}`;
+}
+
 /** SQL: the pending rows (queue, run_at) matching `and` (` AND queue = $1`…), read through the partial indexes. */
 export function pendingRows(db: JobsDatabase, and: string): string {
   return forDialect(SQL, db.dialect, "pending rows").pending(db, and);

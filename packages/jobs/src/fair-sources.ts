@@ -11,7 +11,7 @@ import type { Candidate } from "./fair-share.js";
 /** Rows that hold a group or a key, as the partial index jobs_flow_claim states it. */
 export const FLOW = "(group_key <> '' OR concurrency_key <> '')";
 /** Rows with neither: the plain claim's (jobs_claim_plain). */
-const PLAIN = "group_key = '' AND concurrency_key = ''";
+export const PLAIN = "group_key = '' AND concurrency_key = ''";
 
 export interface GroupSource {
   queue: string;

@@ -1,6 +1,7 @@
 import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
+import { liveCountsBy } from "./counts.js";
 import { toDate } from "./job-row.js";
 import { checkFlowName, compareKeys } from "./limits.js";
 import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
@@ -80,18 +81,7 @@ export async function listGroups(options: DatabaseOptions = {}): Promise<GroupSt
   return db.executor.transaction(
     async (tx) => {
       const weights = await tx.query<{ group_key: string; weight: number | string }>(`SELECT group_key, weight FROM ${db.groupsTable}`);
-      // Pending and running in a branch each, so that each reads its own index (jobs_flow_claim,
-      // jobs_running: the branch implies the partial index's predicate). `status IN ('pending',
-      // 'running')` implies neither: PostgreSQL read the whole table, finished rows and all.
-      const counts = await tx.query<CountRow>(
-        `SELECT group_key, SUM(running) AS running, SUM(ready) AS ready FROM (
-           SELECT group_key, 0 AS running, CASE WHEN run_at <= ${db.sql.now} THEN 1 ELSE 0 END AS ready
-           FROM ${db.table} WHERE status = 'pending' AND group_key <> ''
-           UNION ALL
-           SELECT group_key, 1 AS running, 0 AS ready FROM ${db.table} WHERE status = 'running' AND group_key <> ''
-         ) AS live
-         GROUP BY group_key`,
-      );
+      const counts = await tx.query<CountRow>(liveCountsBy(db, "group_key"));
       const byGroup = new Map<string, GroupStatus>();
       const entry = (group: string): GroupStatus => {
         let status = byGroup.get(group);

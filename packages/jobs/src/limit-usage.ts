@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "./db/database.js";
+import { liveCountsBy } from "./counts.js";
 import type { Executor } from "./db/executor.js";
 import { wholeTokens, type LimitRule } from "./limit-rules.js";
 import { forDialect, type PerDialect } from "./sql.js";
@@ -39,18 +40,7 @@ interface BucketRow {
 
 /** Every key with a pending or running job, and every key with a bucket row. */
 export async function keyUsage(db: JobsDatabase, tx: Executor): Promise<KeyUsage[]> {
-  // A branch per status, each through its own index (jobs_key_pending, jobs_running): `status
-  // IN ('pending', 'running')` implies neither partial index's predicate, and PostgreSQL read
-  // the whole table, finished rows and all.
-  const counts = await tx.query<CountRow>(
-    `SELECT concurrency_key, SUM(running) AS running, SUM(ready) AS ready FROM (
-       SELECT concurrency_key, 0 AS running, CASE WHEN run_at <= ${db.sql.now} THEN 1 ELSE 0 END AS ready
-       FROM ${db.table} WHERE status = 'pending' AND concurrency_key <> ''
-       UNION ALL
-       SELECT concurrency_key, 1 AS running, 0 AS ready FROM ${db.table} WHERE status = 'running' AND concurrency_key <> ''
-     ) AS live
-     GROUP BY concurrency_key`,
-  );
+  const counts = await tx.query<CountRow>(liveCountsBy(db, "concurrency_key"));
   const buckets = await tx.query<BucketRow>(
     `SELECT concurrency_key, tokens, ${forDialect(ELAPSED, db.dialect, "key buckets")(db.sql.now)} AS elapsed FROM ${db.keysTable}`,
   );

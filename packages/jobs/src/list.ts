@@ -3,7 +3,7 @@ import type { DbLike } from "./options.js";
 import { JobError } from "./errors.js";
 import { columnList, decodeRow, type JobColumn } from "./job-row.js";
 import { checkOptions } from "./options.js";
-import type { JobStatus } from "./types.js";
+import { JOB_STATUSES as STATUSES, type JobStatus } from "./types.js";
 import { checkInteger, checkJobId, checkName, checkSeconds, checkTenant, describe } from "./validate.js";
 
 /** The jobs `listJobs` returns: any of these filters, all of them applying. */
@@ -48,7 +48,6 @@ export interface JobList {
 }
 
 export const LIST_OPTION_KEYS = ["queue", "status", "task", "tenant", "olderThan", "limit", "before", "db"] as const;
-const STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "done", "failed", "cancelled"];
 const MAX_PAGE = 500;
 const COLUMNS = [
   "id",

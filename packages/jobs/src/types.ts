@@ -1,6 +1,9 @@
 /** `waiting`: its dependencies (`dependsOn`) or its batch's items have not all ended; never claimed meanwhile. */
 export type JobStatus = "pending" | "running" | "done" | "failed" | "cancelled" | "waiting";
 
+/** Every status, in a job's order of life: what filters offer and accept. */
+export const JOB_STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "done", "failed", "cancelled"];
+
 /**
  * A task name may carry its payload type as a phantom, so that
  * `enqueue(MAIL_JOB_TASK, payload)` is type-checked without importing the package

@@ -1,6 +1,6 @@
 import type { BulkFilter, BulkVerb } from "../bulk.js";
 import type { JobList } from "../list.js";
-import type { Job, JobStatus } from "../types.js";
+import { JOB_STATUSES as STATUSES, type Job } from "../types.js";
 import { html, type Html } from "./escape.js";
 import { withoutServerPaths } from "./paths.js";
 import type { RelatedJob } from "./queries.js";
@@ -11,7 +11,6 @@ import { firstLine, formatAge, noticeHtml, progressBar, shell, type PageModel } 
 // as the CLI's list, show, retry and cancel do.
 
 const FILTER_FIELDS = ["queue", "status", "task", "tenant"] as const;
-const STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "done", "failed", "cancelled"];
 
 /** The filter in a page's query or a bulk form: empty fields are no filter. Values are checked by listJobs. */
 export function readFilter(params: URLSearchParams): BulkFilter {

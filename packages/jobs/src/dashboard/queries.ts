@@ -1,7 +1,8 @@
 import type { JobsDatabase } from "../db/database.js";
 import { columnList, decodeRow, toDate, type JobColumn } from "../job-row.js";
 import { forDialect, type PerDialect } from "../sql.js";
-import type { JobStatus } from "../types.js";
+import { FLOW, PLAIN } from "../fair-sources.js";
+import { JOB_STATUSES, type JobStatus } from "../types.js";
 import { waitTimes, type WaitTimes } from "../wait-times.js";
 
 /** One row of a dashboard list: what the page shows, nothing more. */
@@ -41,8 +42,6 @@ const SUMMARY = [
 ] as const satisfies readonly JobColumn[];
 export const MAX_LIST = 100;
 
-const STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "done", "failed", "cancelled"];
-
 /**
  * A status's rows as the predicates of the indexes that hold them, repeated word for word (the
  * planner picks a partial index only for a query that implies its predicate, SQLite only for
@@ -53,9 +52,9 @@ const STATUSES: readonly JobStatus[] = ["waiting", "pending", "running", "done",
  * on a queue with no failure (or nothing pending), through every row of the table.
  */
 function statusBranches(db: JobsDatabase, status: JobStatus): string[] {
-  if (!STATUSES.includes(status)) throw new TypeError(`latestJobs: no status ${JSON.stringify(status)}`);
+  if (!JOB_STATUSES.includes(status)) throw new TypeError(`latestJobs: no status ${JSON.stringify(status)}`);
   if (status === "pending" && db.dialect !== "mysql") {
-    return ["status = 'pending' AND group_key = '' AND concurrency_key = ''", "status = 'pending' AND (group_key <> '' OR concurrency_key <> '')"];
+    return [`status = 'pending' AND ${PLAIN}`, `status = 'pending' AND ${FLOW}`];
   }
   return [`status = '${status}'`];
 }
