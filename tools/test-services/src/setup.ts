@@ -3,6 +3,7 @@
 // test the others can run still runs — SQLite always. In CI (CI=true) nothing is left out:
 // .ci/run starts every service, and a server that does not answer fails the run loudly.
 import net from "node:net";
+import { inCI } from "./optional.js";
 
 interface Service {
   name: "postgres" | "mysql";
@@ -45,7 +46,7 @@ export function answers(url: string, defaultPort: number): Promise<boolean> {
 
 /** The backends to run, and a line for each one left out; CI and an explicit FORGE_TEST_BACKENDS are obeyed as they are. */
 export async function chooseBackends(env: NodeJS.ProcessEnv): Promise<{ backends: string | undefined; notices: string[] }> {
-  if (env.CI === "true" || env.FORGE_TEST_BACKENDS) return { backends: env.FORGE_TEST_BACKENDS, notices: [] };
+  if (inCI(env) || env.FORGE_TEST_BACKENDS) return { backends: env.FORGE_TEST_BACKENDS, notices: [] };
   const down: Service[] = [];
   for (const service of services(env)) if (!(await answers(service.url, service.name === "postgres" ? 5432 : 3306))) down.push(service);
   if (down.length === 0) return { backends: undefined, notices: [] };
