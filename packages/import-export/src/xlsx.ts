@@ -46,7 +46,8 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
   let rows = 0;
   let chosen: string | undefined;
 
-  const strings = new SharedStrings();
+  // Made when a workbook has a shared-string table (the exporter's own workbooks have none).
+  let strings: SharedStrings | undefined;
 
   async function* records(): AsyncGenerator<CsvRecord> {
     const seen: string[] = [];
@@ -64,7 +65,7 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
     Object.defineProperty(workbook, "sharedStrings", {
       configurable: true,
       get: () => table,
-      set: () => void (table = strings.asArray()),
+      set: () => void (table = (strings ??= new SharedStrings()).asArray()),
     });
     let width: number | undefined;
     try {
@@ -89,7 +90,7 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
     } catch (error) {
       throw new ImportError(`the file cannot be read as XLSX: ${messageOf(error)}`, { retryable: false, cause: error });
     } finally {
-      strings.close();
+      strings?.close();
     }
     if (chosen === undefined) {
       throw new ImportError(`the workbook has no sheet named "${wanted}"; its sheets: ${seen.map((s) => JSON.stringify(s)).join(", ")}`, { retryable: false });
@@ -103,7 +104,7 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
     position: () => ({ bytes: input.bytesRead, records: rows }),
     close: () => {
       input.destroy();
-      strings.close();
+      strings?.close();
     },
     sheet: () => chosen,
   };
