@@ -1,7 +1,8 @@
 /**
- * What the finished-job counting triggers (migration 7) cost the hot path on PostgreSQL: the
- * same processing run (runWorker, concurrency 10, no-op jobs) on one schema with the triggers
- * and with them dropped, alternating, medians of the rounds. `tsx src/ab-triggers.ts [jobs] [rounds]`.
+ * What counting triggers cost the hot path on PostgreSQL: the same processing run (runWorker,
+ * concurrency 10, no-op jobs) on one schema with the triggers and with them dropped,
+ * alternating, medians of the rounds. `tsx src/ab-triggers.ts [jobs] [rounds] [counts|minutes]`:
+ * the finished-job counts (migration 7, the default) or the chart's per-minute counts (migration 10).
  */
 import { PG_URL } from "./lib/env.js";
 import { adminClient } from "./lib/metrics.js";
@@ -21,7 +22,8 @@ for (const [k, s] of Object.entries(systems)) {
   await admin.query(`DROP SCHEMA IF EXISTS ${schemas[k as keyof typeof schemas]} CASCADE`);
   await s.prepare();
 }
-for (const name of ["jobs_count_insert", "jobs_count_update", "jobs_count_delete", "jobs_count_truncate"]) {
+const which = process.argv[4] === "minutes" ? "minute" : "count";
+for (const name of ["insert", "update", "delete", "truncate"].map((op) => `jobs_${which}_${op}`)) {
   await admin.query(`DROP TRIGGER ${name} ON ${systems.without.table}`);
 }
 const rates: Record<string, number[]> = { with: [], without: [] };

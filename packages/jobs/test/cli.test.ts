@@ -97,6 +97,7 @@ describe("forge-jobs CLI: usage", () => {
         "007_forge_jobs_finished_counts.postgres.sql",
         "008_forge_jobs_finished_history.postgres.sql",
         "009_forge_jobs_failed_index.postgres.sql",
+        "010_forge_jobs_finished_minutes.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);

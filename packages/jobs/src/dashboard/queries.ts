@@ -156,19 +156,18 @@ interface WaitRow {
 
 /**
  * Per queue and minute, the jobs that ended done or failed in the last CHART_MINUTES minutes,
- * and the database's current minute (one row with it even when nothing ended). The status
- * list is the jobs_finished index's own predicate, so every backend reads that index's range;
- * cancelled rows are dropped here.
+ * and the database's current minute (one row with it even when nothing ended): summed from
+ * jobs_minutes (migration 10, kept by triggers), whose size does not grow with the jobs ended.
  */
 async function throughput(db: JobsDatabase, clock: MinuteClock): Promise<{ nowMinute: number; throughput: Map<string, Throughput> }> {
   const { rows } = await db.executor.query<BucketRow>(
     `SELECT c.now_minute, t.queue, t.status, t.bucket, t.n
      FROM (SELECT ${currentMinute(db, clock)} AS now_minute) AS c
      LEFT JOIN (
-       SELECT queue, status, ${clock.minute("finished_at")} AS bucket, count(*) AS n
-       FROM ${db.table}
-       WHERE status IN ('done', 'failed', 'cancelled') AND finished_at >= ${windowStart(db, clock)}
-       GROUP BY queue, status, ${clock.minute("finished_at")}
+       SELECT queue, status, minute AS bucket, SUM(n) AS n
+       FROM ${db.minutesTable}
+       WHERE minute > ${currentMinute(db, clock)} - ${CHART_MINUTES}
+       GROUP BY queue, status, minute
      ) AS t ON 1 = 1`,
   );
   const nowMinute = Number(rows[0]!.now_minute);
@@ -189,22 +188,45 @@ async function throughput(db: JobsDatabase, clock: MinuteClock): Promise<{ nowMi
 }
 
 /**
- * The latest WAIT_SAMPLE jobs started in the chart's window, shared fairly between queues
- * (the latest of each queue first, ORDER BY their rank): ended ones through the jobs_finished
- * range (a job ends after it starts), plus the running ones. Reading is bounded by the
- * window's activity, not by the size of the table.
+ * SQL: the `n` jobs that ended last, started since `since`, newest first, each branch read
+ * backwards through jobs_finished and stopped by its LIMIT. PostgreSQL and SQLite have it as
+ * a partial index whose predicate the status list repeats; MariaDB's leads with status, which
+ * an IN list would read whole and sort, so a branch per status.
+ */
+const ENDED: PerDialect<(db: JobsDatabase, since: string, n: number) => string> = {
+  postgres: (db, since, n) => latestEnded(db, ["'done', 'failed', 'cancelled'"], since, n),
+  sqlite: (db, since, n) => latestEnded(db, ["'done', 'failed', 'cancelled'"], since, n),
+  mysql: (db, since, n) => latestEnded(db, ["'done'", "'failed'", "'cancelled'"], since, n),
+};
+
+function latestEnded(db: JobsDatabase, statusLists: string[], since: string, n: number): string {
+  return statusLists
+    .map(
+      (list, i) => `SELECT * FROM (SELECT queue, run_at, started_at FROM ${db.table}
+         WHERE status IN (${list}) AND finished_at >= ${since} AND started_at >= ${since}
+         ORDER BY finished_at DESC LIMIT ${n}) AS ended${i}`,
+    )
+    .join(" UNION ALL ");
+}
+
+/**
+ * The wait-time sample: of the last `sample` jobs to end in the chart's window and the last
+ * `sample` to start among the running ones, `sample` shared fairly between queues (the latest
+ * of each queue first, ORDER BY their rank). Bounded reads both (the newest rows of an index,
+ * the running jobs), whatever the window's activity or the size of the table; a queue whose
+ * jobs all ended before the latest `sample` of the others has no figure.
  */
 async function waits(db: JobsDatabase, clock: MinuteClock, sample: number): Promise<Map<string, WaitTimes>> {
   const since = windowStart(db, clock);
+  const ended = forDialect(ENDED, db.dialect, "dashboard waits")(db, since, sample);
   const { rows } = await db.executor.query<WaitRow>(
     `SELECT queue, run_at, started_at FROM (
        SELECT queue, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY queue ORDER BY started_at DESC) AS rank_in_queue
        FROM (
-         SELECT queue, run_at, started_at FROM ${db.table}
-         WHERE status IN ('done', 'failed', 'cancelled') AND finished_at >= ${since} AND started_at >= ${since}
+         ${ended}
          UNION ALL
-         SELECT queue, run_at, started_at FROM ${db.table}
-         WHERE status = 'running' AND started_at >= ${since}
+         SELECT * FROM (SELECT queue, run_at, started_at FROM ${db.table}
+           WHERE status = 'running' AND started_at >= ${since} ORDER BY started_at DESC LIMIT ${sample}) AS running
        ) AS recent
      ) AS ranked
      ORDER BY rank_in_queue

@@ -15,6 +15,8 @@ export const DEPENDENCIES_TABLE = "jobs_dependencies";
 export const BATCHES_TABLE = "jobs_batches";
 /** Finished jobs per queue, tenant and status, kept by triggers (migration 7): what statusCounts reads. */
 export const COUNTS_TABLE = "jobs_counts";
+/** Jobs ended done or failed per queue and minute, a ring kept by triggers (migration 10): what the dashboard's chart reads. */
+export const MINUTES_TABLE = "jobs_minutes";
 
 export interface DatabaseSettings {
   /** PostgreSQL schema / MariaDB database holding the jobs table; null = the connection's default. */
@@ -46,6 +48,8 @@ export class JobsDatabase {
   readonly batchesTable: string;
   /** Finished-job counts: `statusCounts`. */
   readonly countsTable: string;
+  /** Ended jobs per minute: the dashboard's chart. */
+  readonly minutesTable: string;
   /** The LISTEN/NOTIFY channel of this schema's queue. */
   readonly channel: string;
 
@@ -67,6 +71,7 @@ export class JobsDatabase {
     this.dependenciesTable = qualified(this.dialect, settings.schema, DEPENDENCIES_TABLE);
     this.batchesTable = qualified(this.dialect, settings.schema, BATCHES_TABLE);
     this.countsTable = qualified(this.dialect, settings.schema, COUNTS_TABLE);
+    this.minutesTable = qualified(this.dialect, settings.schema, MINUTES_TABLE);
     this.channel = settings.schema ? `forge_jobs.${settings.schema}` : "forge_jobs";
   }
 

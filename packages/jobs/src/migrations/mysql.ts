@@ -1,4 +1,4 @@
-import { COUNT_SHARDS, type Migration } from "./types.js";
+import { COUNT_SHARDS, MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
 
 /**
  * The jobs table of migrations/postgres.ts in MariaDB (10.6+). MariaDB DDL commits on its
@@ -223,5 +223,54 @@ export const mysqlMigrations: Migration[] = [
     // no counterpart here: jobs_finished leads with (status, finished_at) and already bounds that
     // list to the failed rows (differences.ts). Recorded all the same, like version 8.
     statements: () => [],
+  },
+  {
+    version: 10,
+    name: "finished_minutes",
+    // See migrations/postgres.ts version 10: row triggers beside migration 7's, the shard is
+    // CONNECTION_ID() % COUNT_SHARDS. ON DUPLICATE KEY UPDATE assigns left to right, each seeing
+    // the ones before: n is set while minute still holds the slot's old minute.
+    statements: ({ table, named }) => {
+      const minutes = named("jobs_minutes");
+      const minuteOf = (timestamp: string) => `TIMESTAMPDIFF(MINUTE, TIMESTAMP'1970-01-01 00:00:00', ${timestamp})`;
+      const counted = (row: "OLD" | "NEW") =>
+        `${row}.status IN ('done', 'failed') AND ${row}.finished_at >= UTC_TIMESTAMP(6) - INTERVAL ${MINUTE_HORIZON} MINUTE`;
+      const ring = "n = CASE WHEN minute = VALUES(minute) THEN n + VALUES(n) WHEN minute < VALUES(minute) THEN VALUES(n) ELSE n END";
+      const upsert = (values: string, n = ring) =>
+        `INSERT INTO ${minutes} (slot, queue, status, shard, minute, n) ${values}
+           ON DUPLICATE KEY UPDATE ${n}, minute = GREATEST(minute, VALUES(minute))`;
+      const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
+        `${upsert(`VALUES (${minuteOf(`${row}.finished_at`)} % ${MINUTE_SLOTS}, ${row}.queue, ${row}.status, CONNECTION_ID() % ${COUNT_SHARDS}, ${minuteOf(`${row}.finished_at`)}, ${delta})`)};`;
+      const moved = "NOT (OLD.status <=> NEW.status AND OLD.queue <=> NEW.queue AND OLD.finished_at <=> NEW.finished_at)";
+      return [
+        `CREATE TABLE IF NOT EXISTS ${minutes} (
+          slot INT NOT NULL,
+          queue VARCHAR(255) NOT NULL,
+          status VARCHAR(16) NOT NULL CHECK (status IN ('done', 'failed')),
+          shard INT NOT NULL,
+          minute BIGINT NOT NULL,
+          n BIGINT NOT NULL,
+          PRIMARY KEY (slot, queue, status, shard)
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_minute_insert")} AFTER INSERT ON ${table} FOR EACH ROW
+          BEGIN IF ${counted("NEW")} THEN ${bump("NEW", 1)} END IF; END`,
+        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_minute_delete")} AFTER DELETE ON ${table} FOR EACH ROW
+          BEGIN IF ${counted("OLD")} THEN ${bump("OLD", -1)} END IF; END`,
+        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_minute_update")} AFTER UPDATE ON ${table} FOR EACH ROW
+          BEGIN
+            IF ${moved} THEN
+              IF ${counted("OLD")} THEN ${bump("OLD", -1)} END IF;
+              IF ${counted("NEW")} THEN ${bump("NEW", 1)} END IF;
+            END IF;
+          END`,
+        // DDL commits on its own here (see version 7): the backfill writes shard -1, which no
+        // connection's trigger writes, and replaces what it finds there.
+        upsert(
+          `SELECT ${minuteOf("finished_at")} % ${MINUTE_SLOTS}, queue, status, -1, ${minuteOf("finished_at")}, count(*) FROM ${table}
+           WHERE ${counted("NEW").replace(/NEW\./g, "")} GROUP BY ${minuteOf("finished_at")}, queue, status`,
+          "n = VALUES(n)",
+        ),
+      ];
+    },
   },
 ];

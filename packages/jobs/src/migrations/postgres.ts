@@ -1,4 +1,24 @@
-import { COUNT_SHARDS, type Migration } from "./types.js";
+import { COUNT_SHARDS, MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
+
+/**
+ * The function of a statement trigger that counts what a statement changed into `counts`:
+ * `upsert` of `rows(relation, ±1)` read from its transition tables (an update's old version
+ * out, its new one in); TRUNCATE empties the counts with the table.
+ */
+function countingFunction(fn: string, counts: string, upsert: (select: string) => string, rows: (relation: string, delta: 1 | -1) => string): string {
+  return `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF TG_OP = 'TRUNCATE' THEN
+            DELETE FROM ${counts};
+          ELSIF TG_OP = 'DELETE' THEN
+            ${upsert(rows("old_rows", -1))}
+          ELSE
+            ${upsert(`${rows("new_rows", 1)} UNION ALL ${rows("old_rows", -1)}`)}
+          END IF;
+          RETURN NULL;
+        END
+        $$`;
+}
 
 export const postgresMigrations: Migration[] = [
   {
@@ -214,18 +234,7 @@ export const postgresMigrations: Migration[] = [
           n bigint NOT NULL DEFAULT 0,
           PRIMARY KEY (queue, tenant, status, shard)
         )`,
-        `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF TG_OP = 'TRUNCATE' THEN
-            DELETE FROM ${counts};
-          ELSIF TG_OP = 'DELETE' THEN
-            ${upsert(rows("old_rows", -1))}
-          ELSE
-            ${upsert(`${rows("new_rows", 1)} UNION ALL ${rows("old_rows", -1)}`)}
-          END IF;
-          RETURN NULL;
-        END
-        $$`,
+        countingFunction(fn, counts, upsert, rows),
         `CREATE OR REPLACE FUNCTION ${rowFn}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           INSERT INTO ${counts} AS c (queue, tenant, status, shard, n)
@@ -269,5 +278,59 @@ export const postgresMigrations: Migration[] = [
     // backwards past every done row: with 10,000,000 of them and no failure, the whole table.
     // An entry per failed job only; a job that is retried leaves it.
     statements: ({ table, index }) => [`CREATE INDEX IF NOT EXISTS ${index("jobs_failed")} ON ${table} (id) WHERE status = 'failed'`],
+  },
+  {
+    version: 10,
+    name: "finished_minutes",
+    // Jobs that ended done or failed, per queue and minute of finished_at: what the dashboard's
+    // chart reads, instead of counting every job of the last hour (millions at real throughput).
+    // Kept like jobs_counts (migration 7): by triggers, per statement from the transition tables,
+    // sharded by connection, a row's change counted as -1 for its old version and +1 for its new
+    // one (a backdated or deleted job moves or leaves its minute). A ring of MINUTE_SLOTS slots
+    // (types.ts): only versions that ended within MINUTE_HORIZON minutes are counted, so pruning
+    // old jobs costs nothing here and a slot is only ever written for its own minute or a later
+    // one, which starts it again. `minute` is minutes since the epoch.
+    statements: ({ table, named }) => {
+      const minutes = named("jobs_minutes");
+      const fn = named("jobs_count_minutes");
+      const rowFn = named("jobs_count_minute_inserted");
+      const upsert = (select: string) =>
+        `INSERT INTO ${minutes} AS m (slot, queue, status, shard, minute, n)
+           SELECT (minute % ${MINUTE_SLOTS})::integer, queue, status, pg_backend_pid() % ${COUNT_SHARDS}, minute, sum(delta) FROM (${select}) AS d
+           GROUP BY minute, queue, status HAVING sum(delta) <> 0
+           ON CONFLICT (slot, queue, status, shard) DO UPDATE
+           SET n = CASE WHEN m.minute = excluded.minute THEN m.n + excluded.n WHEN m.minute < excluded.minute THEN excluded.n ELSE m.n END,
+               minute = GREATEST(m.minute, excluded.minute);`;
+      const rows = (relation: string, delta: 1 | -1) =>
+        `SELECT floor(extract(epoch from finished_at) / 60)::bigint AS minute, queue, status, ${delta} AS delta FROM ${relation}
+         WHERE status IN ('done', 'failed') AND finished_at >= now() - interval '${MINUTE_HORIZON} minutes'`;
+      return [
+        `CREATE TABLE IF NOT EXISTS ${minutes} (
+          slot integer NOT NULL,
+          queue text NOT NULL,
+          status text NOT NULL CHECK (status IN ('done', 'failed')),
+          shard integer NOT NULL,
+          minute bigint NOT NULL,
+          n bigint NOT NULL,
+          PRIMARY KEY (slot, queue, status, shard)
+        )`,
+        countingFunction(fn, minutes, upsert, rows),
+        `CREATE OR REPLACE FUNCTION ${rowFn}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          ${upsert(`SELECT floor(extract(epoch from NEW.finished_at) / 60)::bigint AS minute, NEW.queue AS queue, NEW.status AS status, 1 AS delta`)}
+          RETURN NULL;
+        END
+        $$`,
+        `CREATE OR REPLACE TRIGGER jobs_minute_insert AFTER INSERT ON ${table} FOR EACH ROW
+          WHEN (NEW.status IN ('done', 'failed') AND NEW.finished_at >= now() - interval '${MINUTE_HORIZON} minutes') EXECUTE FUNCTION ${rowFn}()`,
+        `CREATE OR REPLACE TRIGGER jobs_minute_delete AFTER DELETE ON ${table} REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`,
+        `CREATE OR REPLACE TRIGGER jobs_minute_update AFTER UPDATE ON ${table} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`,
+        `CREATE OR REPLACE TRIGGER jobs_minute_truncate AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION ${fn}()`,
+        // The jobs that ended within the horizon already; CREATE TRIGGER locked the table against
+        // writes until this transaction commits, so none is counted twice or missed.
+        `DELETE FROM ${minutes}`,
+        upsert(rows(table, 1)).replace(/;$/, ""),
+      ];
+    },
   },
 ];

@@ -1,5 +1,5 @@
 import { SQLITE_NOW } from "../dialects/sqlite.js";
-import type { Migration } from "./types.js";
+import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
 
 /** The jobs table of migrations/postgres.ts in SQLite: timestamps are epoch milliseconds (INTEGER), JSON is TEXT. */
 export const sqliteMigrations: Migration[] = [
@@ -263,5 +263,52 @@ export const sqliteMigrations: Migration[] = [
     statements: ({ table, index }) => [
       `CREATE INDEX IF NOT EXISTS ${index("jobs_failed")} ON ${table.slice(table.lastIndexOf(".") + 1)} (id) WHERE status = 'failed'`,
     ],
+  },
+  {
+    version: 10,
+    name: "finished_minutes",
+    // See migrations/postgres.ts version 10: row triggers here, one shard (0), minutes of the
+    // epoch-millisecond finished_at.
+    statements: ({ table, named, index }) => {
+      const on = table.slice(table.lastIndexOf(".") + 1);
+      const minutes = named("jobs_minutes");
+      const inBody = minutes.slice(minutes.lastIndexOf(".") + 1);
+      const counted = (row: "OLD" | "NEW") => `${row}.status IN ('done', 'failed') AND ${row}.finished_at >= ${SQLITE_NOW} - ${MINUTE_HORIZON * 60_000}`;
+      const upsert = (values: string) =>
+        `INSERT INTO ${inBody} (slot, queue, status, shard, minute, n) ${values}
+           ON CONFLICT (slot, queue, status, shard) DO UPDATE
+           SET n = CASE WHEN minute = excluded.minute THEN n + excluded.n WHEN minute < excluded.minute THEN excluded.n ELSE n END,
+               minute = max(minute, excluded.minute)`;
+      const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
+        `${upsert(`VALUES ((${row}.finished_at / 60000) % ${MINUTE_SLOTS}, ${row}.queue, ${row}.status, 0, ${row}.finished_at / 60000, ${delta})`)};`;
+      const moved = "(OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.finished_at IS NOT NEW.finished_at)";
+      return [
+        `CREATE TABLE IF NOT EXISTS ${minutes} (
+          slot INTEGER NOT NULL,
+          queue TEXT NOT NULL,
+          status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
+          shard INTEGER NOT NULL,
+          minute INTEGER NOT NULL,
+          n INTEGER NOT NULL,
+          PRIMARY KEY (slot, queue, status, shard)
+        )`,
+        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_minute_insert")} AFTER INSERT ON ${on} FOR EACH ROW WHEN ${counted("NEW")}
+          BEGIN ${bump("NEW", 1)} END`,
+        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_minute_delete")} AFTER DELETE ON ${on} FOR EACH ROW WHEN ${counted("OLD")}
+          BEGIN ${bump("OLD", -1)} END`,
+        // Two triggers for an update: SQLite's trigger bodies have no IF.
+        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_minute_update_old")} AFTER UPDATE OF status, queue, finished_at ON ${on} FOR EACH ROW
+          WHEN ${counted("OLD")} AND ${moved}
+          BEGIN ${bump("OLD", -1)} END`,
+        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_minute_update_new")} AFTER UPDATE OF status, queue, finished_at ON ${on} FOR EACH ROW
+          WHEN ${counted("NEW")} AND ${moved}
+          BEGIN ${bump("NEW", 1)} END`,
+        `DELETE FROM ${minutes}`,
+        upsert(
+          `SELECT (finished_at / 60000) % ${MINUTE_SLOTS}, queue, status, 0, finished_at / 60000, count(*) FROM ${table}
+           WHERE ${counted("NEW").replace(/NEW\./g, "")} GROUP BY finished_at / 60000, queue, status`,
+        ),
+      ];
+    },
   },
 ];

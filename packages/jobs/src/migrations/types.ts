@@ -21,3 +21,14 @@ export interface Migration {
  * shard its id falls in, so concurrent completions rarely wait on one another's counter.
  */
 export const COUNT_SHARDS = 16;
+
+/**
+ * The per-minute counts of ended jobs (jobs_minutes, migration 10) are a ring: a minute lands
+ * in slot `minute % MINUTE_SLOTS`, and a slot written for a later minute starts again from zero.
+ * Only jobs that ended within the last MINUTE_HORIZON minutes are counted (or uncounted when
+ * they change or go), so a slot never receives a minute older than the one it holds: the table
+ * stays at MINUTE_SLOTS rows per (queue, status, shard) and needs no cleaning. The dashboard's
+ * chart (60 minutes) must fit within the horizon.
+ */
+export const MINUTE_SLOTS = 120;
+export const MINUTE_HORIZON = 100;

@@ -62,6 +62,7 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
               "jobs_groups",
               "jobs_keys",
               "jobs_limits",
+              "jobs_minutes",
               "jobs_schedules",
             ]);
             expect(indexes).toEqual(
