@@ -12,6 +12,8 @@ import { backends, uniqueName, waitFor, type TestDatabase } from "../helpers/bac
 import type { WorkerConfig } from "./fixtures/worker.js";
 import { Child, fixture, killAll, type Message } from "./helpers/children.js";
 import { effectTables } from "./helpers/effects.js";
+import { claimedBy, completedBy, died, enqueued, finalJobs, historyOf, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { count, sleep } from "./helpers/queue.js";
 
 const LIMIT = 2;
@@ -42,6 +44,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
       sweepInterval: 0,
       pollInterval: 0.05,
       tables,
+      history: true,
       ...overrides,
     };
     const child = new Child(workerId, [fixture("worker.ts"), JSON.stringify(config)]);
@@ -80,6 +83,15 @@ describe.each(backends())("flow control with killed and stalled worker processes
 
   const jobs = async (ids: number[]): Promise<Job[]> => Promise.all(ids.map(async (id) => (await getJob(id, { db: t.db })) as Job));
 
+  /**
+   * The history of every run in `queue` (RELIABILITY.md, "The history checker"): the test's own,
+   * then the worker processes' (read once they stopped or died), judged against its rows.
+   */
+  async function expectHistoryKept(queue: string, history: HistoryEvent[], processes: Child[]): Promise<void> {
+    const violations = checkHistory([...history, ...historyOf(processes)], await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+    expect(violations, describeViolations(violations)).toEqual([]);
+  }
+
   it("a SIGKILLed worker's slots come back with its leases, never sooner: the key stays at its limit and every job ends", async () => {
     const queue = uniqueName("slots");
     const key = `${queue}:smtp`;
@@ -89,6 +101,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
       Array.from({ length: 10 }, () => ({ task: "effect", payload: { ms: 600_000 }, concurrencyKey: key, maxAttempts: 3 })),
       { db: t.db, queue },
     );
+    const history: HistoryEvent[] = ids.map((id) => enqueued(id, "test"));
     const doomed = await spawnWorker("doomed", queue, { concurrency: 5, lease: 2 });
     await waitFor("the doomed worker runs two jobs of the key", async () => {
       doomed.assertRunning();
@@ -101,8 +114,9 @@ describe.each(backends())("flow control with killed and stalled worker processes
     let maxLive = 0;
     const seenInHandlers: number[] = [];
     const stop = new AbortController();
+    const recorder = historyRecorder("survivor", (event) => history.push(event));
     const survivor = createWorker(
-      {
+      recorder.wrap({
         effect: async () => {
           maxLive = Math.max(maxLive, ++live);
           try {
@@ -113,8 +127,18 @@ describe.each(backends())("flow control with killed and stalled worker processes
             live--;
           }
         },
+      }),
+      {
+        db: t.db,
+        queue,
+        concurrency: 5,
+        lease: 30,
+        sweepInterval: 0.1,
+        pollInterval: 0.05,
+        workerId: "survivor",
+        signal: stop.signal,
+        events: recorder.events,
       },
-      { db: t.db, queue, concurrency: 5, lease: 30, sweepInterval: 0.1, pollInterval: 0.05, workerId: "survivor", signal: stop.signal },
     );
     const errors: unknown[] = [];
     survivor.on("worker:error", (e) => errors.push(e.error));
@@ -126,6 +150,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
     let deadIds: number[];
     let maxSampled: number;
     try {
+      history.push(died(doomed.label));
       doomed.kill("SIGKILL");
       await doomed.exited;
       deadIds = (await runsOf(ids)).map((r) => Number(r.job_id));
@@ -158,6 +183,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
     expect(final.map((j) => ({ id: j.id, status: j.status, attempts: j.attempts }))).toEqual(
       ids.map((id) => ({ id, status: "done", attempts: deadIds.includes(id) ? 2 : 1 })),
     );
+    await expectHistoryKept(queue, history, [doomed]);
   }, 60_000);
 
   /**
@@ -174,8 +200,10 @@ describe.each(backends())("flow control with killed and stalled worker processes
       Array.from({ length: 4 }, () => ({ task: "effect", payload: { ms: stalled ? 300 : 2500 }, concurrencyKey: key, maxAttempts: 3 })),
       { db: t.db, queue },
     );
-    // Concurrency 2: with both handlers busy, A claims nothing more of its own.
-    const a = await spawnWorker(`late-${stalled ? "stalled" : "forced"}`, queue, { concurrency: LIMIT, lease: stalled ? 1 : 30 });
+    const history: HistoryEvent[] = ids.map((id) => enqueued(id, "test"));
+    // Concurrency 2 and no prefetch: with both handlers busy, A claims nothing more of its own
+    // (by default it would hold as many again in its buffer, racing the holder for the freed slots).
+    const a = await spawnWorker(`late-${stalled ? "stalled" : "forced"}`, queue, { concurrency: LIMIT, prefetch: 0, lease: stalled ? 1 : 30 });
     await waitFor("A runs two jobs of the key", async () => {
       a.assertRunning();
       return (await runsOf(ids)).length === LIMIT;
@@ -186,15 +214,20 @@ describe.each(backends())("flow control with killed and stalled worker processes
       a.kill("SIGSTOP");
       const back: number[] = [];
       await waitFor("the sweep takes A's expired leases back", async () => {
-        back.push(...(await reclaim({ db: t.db, queue })).map((j) => j.id));
+        const swept = await reclaim({ db: t.db, queue });
+        history.push(...reclaimedBy("test", swept));
+        back.push(...swept.map((j) => j.id));
         return back.length === LIMIT;
       });
       taken = back;
     } else {
-      taken = (await reclaim({ db: t.db, queue, lease: 0 })).map((j) => j.id);
+      const swept = await reclaim({ db: t.db, queue, lease: 0 });
+      history.push(...reclaimedBy("test", swept));
+      taken = swept.map((j) => j.id);
     }
     expect(taken.sort((x, y) => x - y)).toEqual(ids.slice(0, LIMIT));
     const holder = (await claimJobs(t.db, { queues: [queue], limit: 5, start: 5, lease: 60, workerId: "holder" })).jobs;
+    history.push(...claimedBy("holder", holder));
     expect(holder.map((j) => j.id).sort((x, y) => x - y)).toEqual(ids.slice(0, LIMIT));
     if (stalled) a.kill("SIGCONT");
 
@@ -207,6 +240,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
     });
     // The slots are still the holder's: nothing more is claimed, and its runs are the key's running jobs.
     const third = await claimJobs(t.db, { queues: [queue], limit: 5, start: 5, lease: 60, workerId: "third" });
+    history.push(...claimedBy("third", third.jobs));
     expect(
       third.jobs.map((j) => j.id),
       "a third job of the key claimed",
@@ -220,22 +254,31 @@ describe.each(backends())("flow control with killed and stalled worker processes
     );
     expect(a.messages.filter(fencedCompletion).map((m) => m.job)).toEqual(expect.arrayContaining(ids.slice(0, LIMIT)));
     expect(await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'pending'`, [queue])).toBe(2);
+    history.push(died(a.label));
     a.kill("SIGKILL");
     await a.exited;
 
     // The holder's own completions free the slots: the two waiting jobs are claimable, no more.
-    const finish = async (runs: ClaimedJob[]) =>
-      completeRuns(
+    const finish = async (worker: string, runs: ClaimedJob[]) => {
+      const sentAt = Date.now();
+      const kept = await completeRuns(
         t.db,
         runs.map((j) => ({ id: j.id, token: j.token, result: null })),
       );
-    expect((await finish(holder)).size).toBe(LIMIT);
+      history.push(...completedBy(worker, runs, kept, sentAt));
+      return kept;
+    };
+    expect((await finish("holder", holder)).size).toBe(LIMIT);
     const next = (await claimJobs(t.db, { queues: [queue], limit: 5, start: 5, lease: 60, workerId: "next" })).jobs;
+    history.push(...claimedBy("next", next));
     expect(next.map((j) => j.id).sort((x, y) => x - y)).toEqual(ids.slice(LIMIT));
-    await finish(next);
+    await finish("next", next);
     expect((await jobs(ids)).map((j) => ({ id: j.id, status: j.status, attempts: j.attempts }))).toEqual(
       ids.map((id, i) => ({ id, status: "done", attempts: i < LIMIT ? 2 : 1 })),
     );
+    // A's late completions are in it, refused.
+    expect(historyOf([a]).filter((e) => e.kind === "completed" && !e.accepted)).toHaveLength(LIMIT);
+    await expectHistoryKept(queue, history, [a]);
   }
 
   it("a run taken over by force that completes late frees no slot of the run that took its place", () => lateCompletion("forced takeover"), 60_000);
@@ -262,6 +305,11 @@ describe.each(backends())("flow control with killed and stalled worker processes
       30_000,
     );
     await Promise.all(workers.map((w) => w.stop()));
+    await expectHistoryKept(
+      queue,
+      ids.map((id) => enqueued(id, "test")),
+      workers,
+    );
 
     const final = await jobs(ids);
     // Held back by the rate, a job is not started: one attempt each, and it ran once.

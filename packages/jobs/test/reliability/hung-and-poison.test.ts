@@ -8,6 +8,8 @@ import { enqueue, enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/inde
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { effectTables } from "./helpers/effects.js";
 import { Fleet } from "./helpers/fleet.js";
+import { enqueued, finalJobs, historyOf } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { expectSettled, finished } from "./helpers/queue.js";
 
 const LEASE = 1.5;
@@ -30,12 +32,33 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
 
   const fleetOf = (queue: string, size: number, supervise: boolean, lease = LEASE) => {
     const fleet = new Fleet(
-      { url: t.url, schema: t.schema, queue, concurrency: 3, lease, sweepInterval: SWEEP, pollInterval: 0.1, poolSize: 4, tables: { effects, first } },
+      {
+        url: t.url,
+        schema: t.schema,
+        queue,
+        concurrency: 3,
+        lease,
+        sweepInterval: SWEEP,
+        pollInterval: 0.1,
+        poolSize: 4,
+        tables: { effects, first },
+        history: true,
+      },
       size,
       { prefix: `${queue}-`, supervise },
     );
     fleets.push(fleet);
     return fleet;
+  };
+
+  /**
+   * The history of every run in `queue` (RELIABILITY.md, "The history checker"), judged against
+   * its rows. Read once every worker stopped: a verdict can be in the table before its line is printed.
+   */
+  const expectHistoryKept = async (queue: string, fleet: Fleet, ids: number[]) => {
+    const history = [...ids.map((id) => enqueued(id, "test")), ...historyOf(fleet.all)];
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+    expect(violations, describeViolations(violations)).toEqual([]);
   };
 
   it("a frozen worker (SIGSTOP past its lease) loses its jobs to the others; thawed, its late writes are refused", async () => {
@@ -87,6 +110,9 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
     }
     await expectSettled(t.db, queue, ids.length);
     expect((await fleet.stop()).map((e) => e.code)).toEqual([0, 0]);
+    // The thawed worker's late writes are in it, refused; its runs were handed over by reclaims.
+    expect(historyOf([frozen]).some((e) => "accepted" in e && !e.accepted)).toBe(true);
+    await expectHistoryKept(queue, fleet, ids);
   }, 60_000);
 
   it("a poison job that kills its worker on every attempt ends failed after maxAttempts, and the other jobs are done", async () => {
@@ -106,5 +132,11 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
     for (const id of others) expect((await getJob(id, { db: t.db }))!.status).toBe("done");
     await expectSettled(t.db, queue, others.length + 1);
     expect((await fleet.stop()).every((e) => e.code === 0)).toBe(true);
+    // Each poisoned process recorded its own death; the poison job's end is its last reclaim's verdict.
+    const history = historyOf(fleet.all);
+    expect(history.filter((e) => e.kind === "died")).toHaveLength(3);
+    const reclaims = history.flatMap((e) => (e.kind === "reclaimed" && e.job === poison ? [e] : [])).sort((a, b) => a.at - b.at);
+    expect(reclaims.map((e) => e.status)).toEqual(["pending", "pending", "failed"]);
+    await expectHistoryKept(queue, fleet, [poison, ...others]);
   }, 90_000);
 });

@@ -2,11 +2,13 @@
 // must come back pending with their attempts unchanged — with the default `maxAttempts: 1`
 // they would otherwise end `failed` without ever having run.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueueMany, reclaim, WORKER_LOST_PREFIX } from "../../src/index.js";
+import { drain, enqueueMany, reclaim, WORKER_LOST_PREFIX } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import type { WorkerConfig } from "./fixtures/worker.js";
 import { Child, fixture, killAll } from "./helpers/children.js";
 import { effectTables } from "./helpers/effects.js";
+import { died, enqueued, finalJobs, historyOf, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { count } from "./helpers/queue.js";
 
 const QUEUE = "prefetched";
@@ -32,6 +34,7 @@ describe.each(backends())("a killed worker's prefetched jobs ($name)", (backend)
       Array.from({ length: CONCURRENCY + PREFETCH }, () => ({ task: "effect", payload: { ms: 600_000 } })),
       { queue: QUEUE, db: t.db },
     );
+    const history: HistoryEvent[] = ids.map((id) => enqueued(id, "test"));
     const config: WorkerConfig = {
       url: t.url,
       schema: t.schema,
@@ -43,6 +46,7 @@ describe.each(backends())("a killed worker's prefetched jobs ($name)", (backend)
       sweepInterval: 0,
       pollInterval: 0.2,
       tables: { effects, first },
+      history: true,
     };
     const child = new Child("prefetcher", [fixture("worker.ts"), JSON.stringify(config)]);
     children.push(child);
@@ -56,11 +60,13 @@ describe.each(backends())("a killed worker's prefetched jobs ($name)", (backend)
       },
       30_000,
     );
+    history.push(died(child.label));
     child.kill("SIGKILL");
     await child.exited;
 
     // Take back everything the dead worker held, as a sweep would once its lease ended.
     const reclaimed = await reclaim({ lease: 0, queue: QUEUE, db: t.db });
+    history.push(...reclaimedBy("test", reclaimed));
     expect(reclaimed).toHaveLength(CONCURRENCY + PREFETCH);
 
     const ran = new Set((await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${effects}`)).map((r) => Number(r.job_id)));
@@ -83,5 +89,15 @@ describe.each(backends())("a killed worker's prefetched jobs ($name)", (backend)
         });
       }
     }
+
+    // The ones handed back unused still have their one attempt: another worker runs them all.
+    const finisher = historyRecorder("finisher", (event) => history.push(event));
+    const finished = await drain(finisher.wrap({ effect: () => "finished" }), { queue: QUEUE, db: t.db, events: finisher.events });
+    expect(finished).toBe(PREFETCH);
+    // The history of every run (RELIABILITY.md, "The history checker"): the dead worker's ten
+    // end failed by the reclaim's verdict, the twenty others done by their first and only run.
+    history.push(...historyOf([child]));
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table, QUEUE));
+    expect(violations, describeViolations(violations)).toEqual([]);
   }, 90_000);
 });

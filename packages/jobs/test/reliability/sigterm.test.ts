@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { drain, enqueue, getJob, reclaim, WORKER_LOST_PREFIX, type Job } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { Child, fixture, killAll } from "./helpers/children.js";
+import { died, enqueued, finalJobs, historyOf, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 
 const CLI = fileURLToPath(new URL("../../src/cli.ts", import.meta.url));
 const GRACE = 2;
@@ -24,12 +26,12 @@ describe.each(backends())("SIGTERM on a worker process ($name)", (backend) => {
 
   function cliWorker(queue: string, grace: number): Child {
     const args = [CLI, "worker", fixture("sigterm-handlers.ts"), "--database-url", t.url, ...(t.schema ? ["--schema", t.schema] : [])];
+    const label = `forge-jobs worker (${queue})`;
     const child = new Child(
-      `forge-jobs worker (${queue})`,
+      label,
       [...args, "--queue", queue, "--concurrency", "2", "--lease", String(LEASE), "--grace", String(grace), "--poll", "0.1"],
-      {
-        DATABASE_URL: "",
-      },
+      // The handlers module records its runs' claims as this worker's history.
+      { DATABASE_URL: "", FORGE_HISTORY_WORKER: label },
     );
     children.push(child);
     return child;
@@ -87,12 +89,14 @@ describe.each(backends())("SIGTERM on a worker process ($name)", (backend) => {
     const queue = "impatient";
     const running = [await work(queue, "stuck1", 60_000, 10, { ignoreSignal: true }), await work(queue, "stuck2", 60_000, 10, { ignoreSignal: true })];
     const buffered = await work(queue, "buffered", 100, 5);
+    const history: HistoryEvent[] = [...running, buffered].map((id) => enqueued(id, "test"));
     const worker = cliWorker(queue, 60); // a grace period far longer than the test
     await worker.waitForMessage("both stuck jobs started", () => worker.count((m) => m.type === "started") === 2);
     await waitFor("the third job claimed", async () => (await job(buffered)).status === "running");
     worker.kill("SIGTERM");
     await waitFor("the buffered job handed back", async () => (await job(buffered)).status === "pending");
     const secondAt = Date.now();
+    history.push(died(worker.label)); // it leaves at once: what it had not said is lost with it
     worker.kill("SIGTERM");
     expect(await worker.exited).toEqual({ code: 130, signal: null });
     expect(Date.now() - secondAt).toBeLessThan(2000);
@@ -103,14 +107,24 @@ describe.each(backends())("SIGTERM on a worker process ($name)", (backend) => {
     for (const id of running) expect((await job(id)).status).toBe("running");
     const lockedUntil = Math.max(...(await Promise.all(running.map(async (id) => ((await job(id)) as Job & { lockedUntil: Date }).lockedUntil.getTime()))));
     await waitFor("the lease to run out", async () => (await t.now()).getTime() > lockedUntil, (LEASE + 5) * 1000);
-    expect((await reclaim({ db: t.db, queue })).map((j) => j.id).sort((a, b) => a - b)).toEqual(running);
+    const reclaimed = await reclaim({ db: t.db, queue });
+    history.push(...reclaimedBy("test", reclaimed));
+    expect(reclaimed.map((j) => j.id).sort((a, b) => a - b)).toEqual(running);
     for (const id of running) {
       const back = await job(id);
       expect(back).toMatchObject({ status: "pending", attempts: 1 });
       expect(back.lastError).toMatch(new RegExp(`^${WORKER_LOST_PREFIX}`));
     }
     // And they run again.
-    expect(await drain({ work: () => "second run" }, { db: t.db, queue })).toBe(3);
+    const again = historyRecorder("drain", (event) => history.push(event));
+    expect(await drain(again.wrap({ work: () => "second run" }), { db: t.db, queue, events: again.events })).toBe(3);
     for (const id of running) expect(await job(id)).toMatchObject({ status: "done", attempts: 2, result: "second run" });
+
+    // The history of every run (RELIABILITY.md, "The history checker"): the CLI's handlers module
+    // records its runs' claims; the test, its death, the reclaim and the second runs.
+    history.push(...historyOf([worker]));
+    expect(history.filter((e) => e.kind === "claimed").length).toBe(5);
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+    expect(violations, describeViolations(violations)).toEqual([]);
   }, 60_000);
 });

@@ -1,3 +1,5 @@
+import type { ClaimedJob } from "../../../src/claim.js";
+import type { Handlers, JobContext, ReclaimedJob, WorkerEventHandlers } from "../../../src/index.js";
 import type { Child } from "./children.js";
 
 /**
@@ -28,6 +30,10 @@ export type HistoryEvent =
 
 export type HistoryKind = HistoryEvent["kind"];
 
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+/** An event as a recorder takes it: `at` is stamped when it is recorded. */
+export type Unstamped = DistributiveOmit<HistoryEvent, "at">;
+
 /** The table's verdict on a job at the end of the test. */
 export interface FinalJob {
   id: number;
@@ -54,8 +60,84 @@ export function enqueued(job: number, by: string): HistoryEvent {
   return { kind: "enqueued", at: Date.now(), job, by };
 }
 
-/** Reads every job's final verdict (id, status, attempts) from a jobs table. */
-export async function finalJobs(query: (sql: string) => Promise<{ rows: Record<string, unknown>[] }>, table: string): Promise<FinalJob[]> {
-  const { rows } = await query(`SELECT id, status, attempts FROM ${table}`);
-  return rows.map((r) => ({ id: Number(r.id), status: String(r.status), attempts: Number(r.attempts) }));
+/** Reads every job's final verdict (id, status, attempts) from a jobs table; only `queue`'s when given (a table shared by several tests). */
+export async function finalJobs(query: (sql: string) => Promise<{ rows: Record<string, unknown>[] }>, table: string, queue?: string): Promise<FinalJob[]> {
+  const { rows } = await query(`SELECT id, status, attempts, queue FROM ${table}`);
+  return rows
+    .filter((r) => queue === undefined || r.queue === queue)
+    .map((r) => ({ id: Number(r.id), status: String(r.status), attempts: Number(r.attempts) }));
+}
+
+/** Records the jobs a `reclaim()` call took back (the test's own sweep). */
+export function reclaimedBy(worker: string, jobs: readonly ReclaimedJob[]): HistoryEvent[] {
+  const at = Date.now();
+  return jobs.map((job) => ({ kind: "reclaimed", at, job: job.id, attempts: job.attempts, worker, status: job.status }));
+}
+
+/** Records the runs a direct `claimJobs` call started (a job it holds unstarted is no run yet). */
+export function claimedBy(worker: string, jobs: readonly ClaimedJob[]): HistoryEvent[] {
+  const at = Date.now();
+  return jobs.filter((job) => job.started).map((job) => ({ kind: "claimed", at, job: job.id, attempt: job.attempt, token: job.token, worker }));
+}
+
+/** Records direct `completeRuns` calls' verdicts: `accepted` is the set of tokens it kept; `sentAt` when the call was made. */
+export function completedBy(worker: string, jobs: readonly ClaimedJob[], accepted: ReadonlySet<string>, sentAt: number): HistoryEvent[] {
+  const at = Date.now();
+  return jobs.map((job) => ({ kind: "completed", at, sentAt, job: job.id, token: job.token, worker, accepted: accepted.has(job.token) }));
+}
+
+/**
+ * The history of one worker (a process's, or an in-process one's), as fixtures/worker.ts
+ * records it: `wrap` records each run's claim (the handler was called) with its token, and
+ * `events` (a worker's, or drain's, `events` option) its verdicts — completion and failure
+ * written, or refused (`job:fenced`) — its refused heartbeats, its sweeps' reclaims and its
+ * hand-backs. Runs are known by `job:attempt`, the key the queue's events carry, mapped to
+ * the token the handler saw and when it returned (the verdict's `sentAt`).
+ */
+export function historyRecorder(worker: string, sink: (event: HistoryEvent) => void) {
+  const runs = new Map<string, { token: string; returnedAt: number }>();
+  const record = (event: Unstamped) => sink({ ...event, at: Date.now() } as HistoryEvent);
+  const runOf = (job: { id: number; attempt: number }) => runs.get(`${job.id}:${job.attempt}`);
+  type Handler = (payload: never, ctx: JobContext) => unknown;
+  const events: WorkerEventHandlers = {
+    "job:succeeded": ({ job }) => {
+      const run = runOf(job);
+      if (run) record({ kind: "completed", sentAt: run.returnedAt, job: job.id, token: run.token, worker, accepted: true });
+    },
+    "job:failed": ({ job, willRetry }) => {
+      const run = runOf(job);
+      if (run) record({ kind: "failed", sentAt: run.returnedAt, job: job.id, token: run.token, worker, accepted: true, willRetry });
+    },
+    "job:fenced": ({ job, write }) => {
+      const run = runOf(job);
+      if (!run) return; // refused before it started (a prefetched job): no run, nothing it wrote
+      const base = { job: job.id, token: run.token, worker, accepted: false };
+      if (write === "complete") record({ kind: "completed", sentAt: run.returnedAt, ...base });
+      else if (write === "fail") record({ kind: "failed", sentAt: run.returnedAt, willRetry: false, ...base });
+      else if (write === "heartbeat") record({ kind: "heartbeat", sentAt: Date.now(), ...base });
+    },
+    "job:reclaimed": ({ job }) => record({ kind: "reclaimed", job: job.id, attempts: job.attempts, worker, status: job.status }),
+    "job:released": ({ job }) => record({ kind: "released", job: job.id, attempt: job.attempt, worker }),
+  };
+  return {
+    record,
+    events,
+    wrap<H extends Handlers>(handlers: H): H {
+      return Object.fromEntries(
+        Object.entries(handlers).map(([task, handler]) => [
+          task,
+          async (payload: never, ctx: JobContext) => {
+            const run = { token: ctx.claimToken, returnedAt: Number.POSITIVE_INFINITY };
+            runs.set(`${ctx.job.id}:${ctx.job.attempt}`, run);
+            record({ kind: "claimed", job: ctx.job.id, attempt: ctx.job.attempt, token: ctx.claimToken, worker });
+            try {
+              return await (handler as Handler)(payload, ctx);
+            } finally {
+              run.returnedAt = Date.now();
+            }
+          },
+        ]),
+      ) as unknown as H;
+    },
+  };
 }
