@@ -6,6 +6,7 @@ import { toDate } from "./job-row.js";
 import { checkFlowName, compareKeys } from "./limits.js";
 import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
 import { forDialect, type PerDialect } from "./sql.js";
+import { recentStarts } from "./recent-starts.js";
 import { checkInteger } from "./validate.js";
 import { waitTimes } from "./wait-times.js";
 
@@ -105,21 +106,16 @@ export async function listGroups(options: DatabaseOptions = {}): Promise<GroupSt
 }
 
 /**
- * Waits of grouped jobs started in the window, the latest of each group first and bounded: ended
- * ones through the finished-jobs index (a job ends after it starts), plus the running ones.
+ * Waits of grouped jobs started in the window, the latest of each group first, from the
+ * GROUP_WAIT_SAMPLE × 5 jobs that ended last and the running ones (recentStarts: bounded reads;
+ * ungrouped jobs among the ended ones take room in that read, and leave a group fewer figures).
  */
 async function recentWaits(db: JobsDatabase, tx: Executor): Promise<Map<string, number[]>> {
   const since = db.sql.nowPlus(String(GROUP_WAIT_WINDOW_SECONDS), "-");
   const { rows } = await tx.query<WaitRow>(
-    `SELECT group_key, run_at, started_at FROM (
-       SELECT group_key, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY group_key ORDER BY started_at DESC) AS rank_in_group
-       FROM (
-         SELECT group_key, run_at, started_at FROM ${db.table}
-         WHERE status IN ('done', 'failed', 'cancelled') AND finished_at >= ${since} AND started_at >= ${since} AND group_key <> ''
-         UNION ALL
-         SELECT group_key, run_at, started_at FROM ${db.table}
-         WHERE status = 'running' AND started_at >= ${since} AND group_key <> ''
-       ) AS recent
+    `SELECT sample_key AS group_key, run_at, started_at FROM (
+       SELECT sample_key, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY sample_key ORDER BY started_at DESC) AS rank_in_group
+       FROM (${recentStarts(db, "group_key", since, GROUP_WAIT_SAMPLE * 5, " AND group_key <> ''")}) AS recent
      ) AS ranked
      WHERE rank_in_group <= ${GROUP_WAIT_SAMPLE}
      ORDER BY rank_in_group

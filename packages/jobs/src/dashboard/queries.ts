@@ -4,6 +4,7 @@ import { forDialect, type PerDialect } from "../sql.js";
 import { FLOW, PLAIN } from "../fair-sources.js";
 import { JOB_STATUSES, type JobStatus } from "../types.js";
 import { waitTimes, type WaitTimes } from "../wait-times.js";
+import { recentStarts } from "../recent-starts.js";
 
 /** One row of a dashboard list: what the page shows, nothing more. */
 export interface JobSummary {
@@ -92,7 +93,7 @@ export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20
 /** The chart's span: one slot per minute, the last one being the database clock's current minute. */
 export const CHART_MINUTES = 60;
 /** At most this many started jobs are read per page for the wait-time percentiles. */
-export const WAIT_SAMPLE = 5000;
+export const WAIT_SAMPLE = 1000;
 
 /** Jobs that ended done and failed in each of the last CHART_MINUTES minutes, oldest first. */
 export interface Throughput {
@@ -188,28 +189,6 @@ async function throughput(db: JobsDatabase, clock: MinuteClock): Promise<{ nowMi
 }
 
 /**
- * SQL: the `n` jobs that ended last, started since `since`, newest first, each branch read
- * backwards through jobs_finished and stopped by its LIMIT. PostgreSQL and SQLite have it as
- * a partial index whose predicate the status list repeats; MariaDB's leads with status, which
- * an IN list would read whole and sort, so a branch per status.
- */
-const ENDED: PerDialect<(db: JobsDatabase, since: string, n: number) => string> = {
-  postgres: (db, since, n) => latestEnded(db, ["'done', 'failed', 'cancelled'"], since, n),
-  sqlite: (db, since, n) => latestEnded(db, ["'done', 'failed', 'cancelled'"], since, n),
-  mysql: (db, since, n) => latestEnded(db, ["'done'", "'failed'", "'cancelled'"], since, n),
-};
-
-function latestEnded(db: JobsDatabase, statusLists: string[], since: string, n: number): string {
-  return statusLists
-    .map(
-      (list, i) => `SELECT * FROM (SELECT queue, run_at, started_at FROM ${db.table}
-         WHERE status IN (${list}) AND finished_at >= ${since} AND started_at >= ${since}
-         ORDER BY finished_at DESC LIMIT ${n}) AS ended${i}`,
-    )
-    .join(" UNION ALL ");
-}
-
-/**
  * The wait-time sample: of the last `sample` jobs to end in the chart's window and the last
  * `sample` to start among the running ones, `sample` shared fairly between queues (the latest
  * of each queue first, ORDER BY their rank). Bounded reads both (the newest rows of an index,
@@ -218,16 +197,10 @@ function latestEnded(db: JobsDatabase, statusLists: string[], since: string, n: 
  */
 async function waits(db: JobsDatabase, clock: MinuteClock, sample: number): Promise<Map<string, WaitTimes>> {
   const since = windowStart(db, clock);
-  const ended = forDialect(ENDED, db.dialect, "dashboard waits")(db, since, sample);
   const { rows } = await db.executor.query<WaitRow>(
-    `SELECT queue, run_at, started_at FROM (
-       SELECT queue, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY queue ORDER BY started_at DESC) AS rank_in_queue
-       FROM (
-         ${ended}
-         UNION ALL
-         SELECT * FROM (SELECT queue, run_at, started_at FROM ${db.table}
-           WHERE status = 'running' AND started_at >= ${since} ORDER BY started_at DESC LIMIT ${sample}) AS running
-       ) AS recent
+    `SELECT sample_key AS queue, run_at, started_at FROM (
+       SELECT sample_key, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY sample_key ORDER BY started_at DESC) AS rank_in_queue
+       FROM (${recentStarts(db, "queue", since, sample)}) AS recent
      ) AS ranked
      ORDER BY rank_in_queue
      LIMIT ${sample}`,

@@ -133,6 +133,24 @@ describe.each(backends())("the chart's per-minute counts ($name)", (backend) => 
     }
   });
 
+  it("the wait sample reads only the latest `sample` ended jobs: a queue that ended nothing since has no figure", async () => {
+    const own = await backend.create();
+    try {
+      await enqueue("ok", null, { db: own.db, queue: "early-q" });
+      await processOne(handlers, { db: own.db, queue: "early-q" });
+      for (let i = 0; i < 5; i++) await enqueue("ok", null, { db: own.db, queue: "late-q" });
+      for (let i = 0; i < 5; i++) await processOne(handlers, { db: own.db, queue: "late-q" });
+      const bounded = await recentActivity(own.db, 4);
+      expect(bounded.waits.get("late-q")?.sample).toBe(4);
+      expect(bounded.waits.has("early-q")).toBe(false);
+      // Its job still counts in the chart, and a larger sample reaches it.
+      expect(bounded.throughput.get("early-q")?.done.reduce((a, b) => a + b, 0)).toBe(1);
+      expect((await recentActivity(own.db, 6)).waits.get("early-q")?.sample).toBe(1);
+    } finally {
+      await own.close();
+    }
+  });
+
   it("the chart does not read the jobs table: a count planted in jobs_minutes is what it shows", async () => {
     const q = `minutes-planted-${randomUUID().slice(0, 8)}`;
     const [now] = await t.sql<{ minute: number | string }>(`SELECT ${minuteOf(t.db.sql.now)} AS minute`);
