@@ -1,7 +1,8 @@
 import type { JobsDatabase } from "./db/database.js";
 import { refuseWarnings } from "./dialects/mysql.js";
 import { pgInsert } from "./insert-postgres.js";
-import { INSERT_COLUMNS, type InsertedRow, type NewJob } from "./new-job.js";
+import { hasKey, INSERT_COLUMNS, type InsertedRow, type NewJob } from "./new-job.js";
+import { isUniqueViolation } from "./sql-errors.js";
 import { valuesList, type PerDialect, type Script } from "./sql.js";
 
 /** Parameters per row, in NewJob's order (INSERT_COLUMNS). */
@@ -18,10 +19,11 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Scrip
     VALUES ${valuesList(rows, ROW_PARAMS, row(db))}
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedup_key`,
-  // INSERT IGNORE … RETURNING returns the inserted rows only, like ON CONFLICT DO NOTHING
-  // (ON DUPLICATE KEY UPDATE would return the existing rows too, hiding whose they are). IGNORE
-  // would also turn bad data into warnings, so any warning besides the duplicates fails the
-  // insert, inside a transaction that then rolls back.
+  // Several rows that may hit a key: INSERT IGNORE … RETURNING returns the inserted rows only,
+  // like ON CONFLICT DO NOTHING (ON DUPLICATE KEY UPDATE would return the existing rows too,
+  // hiding whose they are). IGNORE would also turn bad data into warnings, so any warning
+  // besides the duplicates fails the insert, inside a transaction that then rolls back.
+  // (One row, or rows without keys: mysqlPlainInsert, one statement and one round trip.)
   mysql: (db, rows) => (executor, params) =>
     executor.transaction(async (tx) => {
       const inserted = await tx.query<InsertedRow>(
@@ -35,12 +37,32 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Scrip
     }),
 };
 
+/**
+ * MariaDB, one job or jobs without keys: a plain INSERT in strict mode (bad data is an error,
+ * not a warning), alone in autocommit or in the caller's transaction — one round trip, where
+ * the INSERT IGNORE above takes four (START TRANSACTION, the insert, @@warning_count, COMMIT).
+ * A statement that fails changes nothing. The only duplicate it can meet is one job's own key:
+ * ER_DUP_ENTRY then means that job lost to an existing row, as INSERT IGNORE's skipped row does.
+ */
+function mysqlPlainInsert(db: JobsDatabase, rows: number): Script<InsertedRow> {
+  const sql = `SET STATEMENT sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES') FOR
+    INSERT INTO ${db.table} (${INSERT_COLUMNS})
+    VALUES ${valuesList(rows, ROW_PARAMS, row(db))}
+    RETURNING id, idempotency_key, dedup_key`;
+  return (executor, params) =>
+    executor.query<InsertedRow>(sql, params).catch((error: unknown) => {
+      if (rows === 1 && isUniqueViolation(error, "mysql")) return { rows: [], rowCount: 0 };
+      throw error;
+    });
+}
+
 /** The statement that inserts `jobs`, and whether it is keyless (ids only, no conflicts to resolve). */
 export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[]; keyless?: boolean } {
   if (db.dialect === "postgres") return pgInsert(db, jobs);
+  const plain = db.dialect === "mysql" && (jobs.length === 1 || !jobs.some(hasKey));
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
   return {
-    sql: INSERT[db.dialect](db, jobs.length),
+    sql: plain ? mysqlPlainInsert(db, jobs.length) : INSERT[db.dialect](db, jobs.length),
     params: jobs.flatMap((j) => [
       j.queue,
       j.task,
