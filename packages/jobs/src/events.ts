@@ -11,6 +11,11 @@ export interface WorkerEvents {
   "job:retried": { job: JobInfo; retryInSeconds: number };
   /** Taken back from a lost worker by this worker's sweep. */
   "job:reclaimed": { job: ReclaimedJob };
+  /**
+   * A running job's lease was extended (the worker's lease keeper, or the handler's
+   * `ctx.heartbeat()`): the database accepted the extension that left at `sentAt`.
+   */
+  "job:heartbeat": { job: JobInfo; sentAt: Date };
   /** A write of a run that no longer owns its job was refused. */
   "job:fenced": { job: JobInfo; write: "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" };
   /**

@@ -40,8 +40,10 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     progress: job.progress,
     scheduledAt: scheduledAtOf(job.idempotencyKey),
     heartbeat: async () => {
+      const sentAt = new Date();
       const owned = (await extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)).has(job.token);
-      if (!owned) {
+      if (owned) deps.emitter.emit("job:heartbeat", { job: info, sentAt });
+      else {
         deps.emitter.emit("job:fenced", { job: info, write: "heartbeat" });
         loseJob(abort, info);
       }

@@ -249,11 +249,15 @@ export class Worker {
     ];
     if (claims.length === 0) return;
     const askedAt = performance.now();
+    const sentAt = new Date();
     const owned = await extendLeases(this.db, claims, this.settings.lease);
     this.buffer.confirmed(askedAt);
     for (const { token } of claims) {
-      if (owned.has(token)) continue;
       const run = this.running.get(token);
+      if (owned.has(token)) {
+        if (run) this.emitter.emit("job:heartbeat", { job: run.info, sentAt });
+        continue;
+      }
       if (run) this.lost(run.job, "heartbeat");
       const dropped = this.buffer.drop(token);
       if (dropped) this.emitter.emit("job:fenced", { job: jobInfo(dropped), write: "heartbeat" });

@@ -164,6 +164,9 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     );
     const fenced: string[] = [];
     worker.on("job:fenced", (e) => fenced.push(e.write));
+    // Each accepted extension is an event, stamped with when it left.
+    const heartbeats: { id: number; sentAt: Date; seenAt: number }[] = [];
+    worker.on("job:heartbeat", (e) => heartbeats.push({ id: e.job.id, sentAt: e.sentAt, seenAt: Date.now() }));
     const running = worker.run();
     await finished.promise;
     await waitFor("the job to be done", async () => (await getJob(id, { db: t.db }))?.status === "done");
@@ -171,12 +174,18 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     await running;
     expect(fenced).toEqual([]);
     expect((await getJob(id, { db: t.db }))!.attempts).toBe(1);
+    expect(heartbeats.length).toBeGreaterThanOrEqual(2);
+    for (const beat of heartbeats) {
+      expect(beat.id).toBe(id);
+      expect(beat.sentAt.getTime()).toBeLessThanOrEqual(beat.seenAt);
+    }
   });
 
   it("fencing: after a forced takeover the old run cannot heartbeat, checkpoint, complete or fail, and its signal aborts", async () => {
     const id = await enqueue("contested", { v: 1 }, { db: t.db, queue: "fence", maxAttempts: 3 });
     const oldStarted = deferred<JobContext>();
     const release = deferred();
+    const beats: string[] = [];
     const oldRun = processOne(
       {
         contested: async (_p, ctx: JobContext) => {
@@ -185,7 +194,12 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
           throw new Error("the old run failing late");
         },
       },
-      { db: t.db, queue: "fence", lease: 60 },
+      {
+        db: t.db,
+        queue: "fence",
+        lease: 60,
+        events: { "job:heartbeat": (e) => beats.push(`accepted ${e.job.attempt}`), "job:fenced": (e) => beats.push(`refused ${e.write} ${e.job.attempt}`) },
+      },
     );
     const oldCtx = await oldStarted.promise;
     expect(await oldCtx.heartbeat()).toBe(true);
@@ -208,6 +222,8 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
 
     expect(await oldCtx.heartbeat()).toBe(false);
     expect(oldCtx.signal.aborted).toBe(true);
+    // The accepted heartbeat and the refused one, each an event of its own.
+    expect(beats).toEqual(["accepted 1", "refused heartbeat 1"]);
     expect(await heartbeat(oldCtx.claimToken, { db: t.db })).toBe(false);
     let workRan = false;
     expect(
