@@ -17,6 +17,8 @@ import { enqueue, enqueueMany, getJob, type Job } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { effectTables } from "./helpers/effects.js";
 import { Fleet } from "./helpers/fleet.js";
+import { died, enqueued, finalJobs, historyOf, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { expectSettled, finished } from "./helpers/queue.js";
 
 const HOUR_MS = 3600_000;
@@ -58,6 +60,7 @@ describe.each(backends())("clock skew between workers and the database ($name)",
           pollInterval: 0.05,
           poolSize: 4,
           tables,
+          history: true, // stamped with the host's clock, not the skewed Date (fixtures/worker.ts)
         },
         SKEWS.length,
         { prefix: "skew", env: (slot) => ({ FORGE_CLOCK_SKEW_MS: String(SKEWS[slot]) }) },
@@ -71,12 +74,14 @@ describe.each(backends())("clock skew between workers and the database ($name)",
       );
       const delayed = await enqueue("effect", { ms: 1 }, { db: t.db, queue, availableIn: 2, priority: -1 });
       const runAt = (await getJob(delayed, { db: t.db }))!.runAt.getTime();
+      const history: HistoryEvent[] = [...long, delayed].map((id) => enqueued(id, "test"));
 
       // Kill a worker holding jobs (one whose clock is an hour off either way, like all of them).
       const victim = await waitFor("a worker holding jobs", async () => {
         const rows = await t.sql<{ locked_by: string }>(`SELECT DISTINCT locked_by FROM {jobs} WHERE status = 'running' AND queue = $1`, [queue]);
         return fleet!.slots.find((c) => rows.some((r) => r.locked_by === c.label));
       });
+      history.push(died(victim.label));
       victim.kill("SIGKILL");
       await victim.exited;
       const heldRows = await t.sql<{ id: number | string; started: unknown }>(
@@ -122,6 +127,10 @@ describe.each(backends())("clock skew between workers and the database ($name)",
         expect(startedIds.has(id) ? [2] : [1, 2]).toContain(job.attempts);
       }
       expect((await fleet.stop()).map((e) => e.code)).toEqual([0, 0, 0]);
+      // The history of every run (RELIABILITY.md, "The history checker"): the victim's lines up to
+      // its kill, the survivors' reclaims of its jobs and their runs, the replacement's.
+      const violations = checkHistory([...history, ...historyOf(fleet.all)], await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+      expect(violations, describeViolations(violations)).toEqual([]);
     },
     60_000,
   );

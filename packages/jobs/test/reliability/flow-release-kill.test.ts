@@ -8,6 +8,8 @@ import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import type { WorkerConfig } from "./fixtures/worker.js";
 import { Child, fixture, killAll } from "./helpers/children.js";
 import { effectTables } from "./helpers/effects.js";
+import { died, enqueued, finalJobs, historyOf, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { sleep } from "./helpers/queue.js";
 
 const ROUNDS = 6;
@@ -38,6 +40,7 @@ describe.each(backends())("dependents and batch callbacks after a SIGKILLed work
       // The callback goes to the `after` queue: only this test's drain runs it, never the doomed worker.
       await t.sql("UPDATE {jobs} SET queue = $1 WHERE id = $2", [after, callbackId]);
       const dependent = await enqueue("dependent", null, { db: t.db, queue: after, dependsOn: ids });
+      const history: HistoryEvent[] = [...ids, callbackId as number, dependent].map((id) => enqueued(id, "test"));
 
       const config: WorkerConfig = {
         url: t.url,
@@ -49,11 +52,13 @@ describe.each(backends())("dependents and batch callbacks after a SIGKILLed work
         sweepInterval: 0,
         pollInterval: 0.02,
         tables,
+        history: true,
       };
       const child = new Child(config.workerId, [fixture("worker.ts"), JSON.stringify(config)]);
       children.push(child);
       await child.waitForMessage("started", (m) => m.type === "worker:started", 30_000);
       await sleep(10 + ((round * 13) % 60));
+      history.push(died(child.label));
       child.kill("SIGKILL");
       expect(await child.exited).toMatchObject({ signal: "SIGKILL" });
 
@@ -62,9 +67,10 @@ describe.each(backends())("dependents and batch callbacks after a SIGKILLed work
       // runs what it received): until it commits its rows are locked and skipped, and after it
       // they are running under the dead worker. So take back and drain until every item is done,
       // as the sweeps of a live deployment would.
+      const finisher = historyRecorder(`finisher-${round}`, (event) => history.push(event));
       await waitFor("the dead worker's items taken back and done", async () => {
-        await reclaim({ db: t.db, lease: 0, queue });
-        await drain({ effect: () => "again" }, { db: t.db, queue });
+        history.push(...reclaimedBy("test", await reclaim({ db: t.db, lease: 0, queue })));
+        await drain(finisher.wrap({ effect: () => "again" }), { db: t.db, queue, events: finisher.events });
         const statuses = await Promise.all(ids.map(async (id) => (await getJob(id, { db: t.db }))?.status));
         return statuses.every((s) => s === "done");
       });
@@ -72,10 +78,19 @@ describe.each(backends())("dependents and batch callbacks after a SIGKILLed work
       expect((await getJob(dependent, { db: t.db }))?.status).toBe("pending");
 
       const runs: number[] = [];
-      const handlers = { callback: () => void runs.push(callbackId as number), dependent: () => void runs.push(dependent) };
-      expect(await drain(handlers, { db: t.db, queue: after })).toBe(2);
+      const runner = historyRecorder(`after-${round}`, (event) => history.push(event));
+      const handlers = runner.wrap({ callback: () => void runs.push(callbackId as number), dependent: () => void runs.push(dependent) });
+      expect(await drain(handlers, { db: t.db, queue: after, events: runner.events })).toBe(2);
       expect(runs.sort((a, b) => a - b)).toEqual([callbackId, dependent].sort((a, b) => (a as number) - (b as number)));
-      expect(await drain(handlers, { db: t.db, queue: after })).toBe(0);
+      expect(await drain(handlers, { db: t.db, queue: after, events: runner.events })).toBe(0);
+
+      // The round's history (RELIABILITY.md, "The history checker"): the dead worker's lines up to
+      // its kill, the test's reclaims, the drains' runs; judged against the round's two queues.
+      history.push(...historyOf([child]));
+      const query = (sql: string) => t.db.executor.query(sql);
+      const finals = [...(await finalJobs(query, t.db.table, queue)), ...(await finalJobs(query, t.db.table, after))];
+      const violations = checkHistory(history, finals);
+      expect(violations, describeViolations(violations)).toEqual([]);
     }
   }, 180_000);
 });

@@ -135,6 +135,29 @@ describe("history checker", () => {
     expect(checkHistory(lost, uncounted, { uncountedStartsBefore: 5 }).map((v) => v.invariant)).toEqual(["attempts-monotonic"]);
   });
 
+  it("takes a run whose start write was refused for no claim, and catches any write of it that lands", () => {
+    const { history, finals } = clean();
+    // Job 2, after its reclaim: w3's handler ran ahead of its start write's answer (PostgreSQL),
+    // the write found the job taken (a forced reclaim), and w1's run got attempt 2 as well.
+    const ahead: HistoryEvent[] = [
+      ...history,
+      { kind: "claimed", at: 40.5, job: 2, attempt: 2, token: "t2x", worker: "w3" },
+      { kind: "start-refused", at: 42, job: 2, token: "t2x", worker: "w3" },
+      { kind: "heartbeat", at: 43, sentAt: 42.5, job: 2, token: "t2x", worker: "w3", accepted: false },
+    ];
+    expect(checkHistory(ahead, finals)).toEqual([]);
+    // Without the refusal on record, it is a second live claim of attempt 2.
+    const unrefused = ahead.filter((e) => e.kind !== "start-refused");
+    expect(invariantsBroken(unrefused, finals)).toEqual(["attempts-monotonic", "one-live-claim"]);
+    // Its heartbeat accepted: the run the table never granted wrote.
+    const landed = edit(
+      ahead,
+      (e) => e.kind === "heartbeat" && e.token === "t2x",
+      (e) => ({ ...e, accepted: true }) as HistoryEvent,
+    );
+    expect(invariantsBroken(landed, finals)).toEqual(["no-stale-write"]);
+  });
+
   it("catches the other forms: attempts going back, a done job whose completion nobody saw, a token granted twice", () => {
     const { history, finals } = clean();
     const back = edit(

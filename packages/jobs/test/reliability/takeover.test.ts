@@ -15,6 +15,8 @@ import { claimJobs } from "../../src/claim.js";
 import { completeRuns } from "../../src/complete.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { keyText, serialColumn } from "./helpers/dialect.js";
+import { claimedBy, completedBy, enqueued, finalJobs, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { count, expectSettled, sleep } from "./helpers/queue.js";
 import { scaled, timeoutMs } from "./helpers/scale.js";
 
@@ -40,22 +42,35 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
   });
   afterAll(() => t.close());
 
+  /** The history of every run in `queue` (RELIABILITY.md, "The history checker"), judged against its rows. */
+  async function expectHistoryKept(queue: string, history: readonly HistoryEvent[]): Promise<void> {
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+    expect(violations, describeViolations(violations)).toEqual([]);
+  }
+
   it("a stale run's completion batched with its successor's: only the successor's lands, and only its token is kept", async () => {
     // The exact interleaving the soak below can only hit by chance: one worker finishing the
     // run it lost and the run that took over, in the same completion batch, in either order.
     for (const staleFirst of [true, false]) {
       const queue = `pair-${staleFirst}`;
       const id = await enqueue("pair", null, { db: t.db, queue, maxAttempts: 5 });
-      const [stale] = (await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" })).jobs;
-      await reclaim({ db: t.db, lease: 0, queue });
-      const [fresh] = (await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" })).jobs;
+      const history: HistoryEvent[] = [enqueued(id, "test")];
+      const first = (await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" })).jobs;
+      history.push(...claimedBy("same-worker", first));
+      history.push(...reclaimedBy("test", await reclaim({ db: t.db, lease: 0, queue })));
+      const second = (await claimJobs(t.db, { queues: [queue], limit: 1, start: 1, lease: 60, workerId: "same-worker" })).jobs;
+      history.push(...claimedBy("same-worker", second));
+      const [stale, fresh] = [first[0], second[0]];
       const runs = [
         { id, token: stale!.token, result: JSON.stringify("stale") },
         { id, token: fresh!.token, result: JSON.stringify("fresh") },
       ];
+      const sentAt = Date.now();
       const kept = await completeRuns(t.db, staleFirst ? runs : runs.reverse());
+      history.push(...completedBy("same-worker", [stale!, fresh!], kept, sentAt));
       expect([...kept]).toEqual([fresh!.token]);
       expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", result: "fresh", attempts: 2 });
+      await expectHistoryKept(queue, history);
     }
   });
 
@@ -100,21 +115,21 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
       const errors: unknown[] = [];
       const succeeded: [number, number][] = []; // (job, attempt) the workers reported done
       const stop = new AbortController();
+      const history: HistoryEvent[] = [];
       const workers: Worker[] = Array.from({ length: WORKERS }, (_, i) => {
-        const worker = createWorker(
-          { contested },
-          {
-            db: t.db,
-            queue: QUEUE,
-            concurrency: CONCURRENCY,
-            prefetch: 1,
-            lease: 30,
-            sweepInterval: 0,
-            pollInterval: 0.02,
-            signal: stop.signal,
-            workerId: `taker${i}`,
-          },
-        );
+        const recorder = historyRecorder(`taker${i}`, (event) => history.push(event));
+        const worker = createWorker(recorder.wrap({ contested }), {
+          db: t.db,
+          queue: QUEUE,
+          concurrency: CONCURRENCY,
+          prefetch: 1,
+          lease: 30,
+          sweepInterval: 0,
+          pollInterval: 0.02,
+          signal: stop.signal,
+          workerId: `taker${i}`,
+          events: recorder.events,
+        });
         worker.on("job:fenced", (e) => fenced[e.write]++);
         worker.on("job:succeeded", (e) => succeeded.push([e.job.id, e.job.attempt]));
         worker.on("worker:error", (e) => errors.push(e.error));
@@ -122,11 +137,13 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
       });
       const running = workers.map((w) => w.run());
 
-      const more = (n: number) =>
-        enqueueMany(
+      const more = async (n: number) => {
+        const ids = await enqueueMany(
           Array.from({ length: n }, () => ({ task: "contested", payload: { steps: STEPS }, maxAttempts: 100_000 })),
           { db: t.db, queue: QUEUE },
         );
+        history.push(...ids.map((id) => enqueued(id, "test")));
+      };
       let total = WORKERS * (CONCURRENCY + 1) * 2;
       await more(total);
 
@@ -140,6 +157,7 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
           for (const job of jobs) await tx.query(`INSERT INTO ${ledger} (job_id, attempt, kind) VALUES ($1, $2, 'reclaim')`, [job.id, job.attempts]);
           return jobs;
         });
+        history.push(...reclaimedBy("driver", taken));
         reclaimed += taken.length;
         takeovers += taken.filter((j) => started.has(`${j.id}:${j.attempts}`)).length;
         const open = await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status IN ('pending', 'running')`, [QUEUE]);
@@ -221,6 +239,9 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
       expect(refused.length).toBeGreaterThan(0);
       expect(fenced.complete + fenced.fail).toBeGreaterThan(0);
       expect(errors).toEqual([]);
+      // The history of every run (RELIABILITY.md, "The history checker"): the refused stale writes are in it.
+      expect(history.filter((e) => (e.kind === "completed" || e.kind === "failed" || e.kind === "heartbeat") && !e.accepted).length).toBeGreaterThan(0);
+      await expectHistoryKept(QUEUE, history);
       console.info(
         `[reliability] ${backend.name}: ${takeovers} takeovers of started runs (${reclaimed} reclaims) over ${total} jobs; ` +
           `refused: ${Object.entries(fenced)

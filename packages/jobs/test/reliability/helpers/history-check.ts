@@ -50,14 +50,18 @@ export function checkHistory(history: readonly HistoryEvent[], finals: readonly 
   }
 
   for (const [job, events] of byJob) {
-    const claims = events.filter((e): e is Claim => e.kind === "claimed").sort((a, b) => a.at - b.at);
+    const allClaims = events.filter((e): e is Claim => e.kind === "claimed").sort((a, b) => a.at - b.at);
+    // A run whose start write was refused was never granted (its handler ran ahead of the
+    // answer): it is no claim of the job, and nothing it writes may land.
+    const refusedStarts = new Set(events.filter((e) => e.kind === "start-refused").map((e) => e.token));
+    const claims = allClaims.filter((c) => !refusedStarts.has(c.token));
     const writes = events.filter((e): e is Write => e.kind === "heartbeat" || e.kind === "completed" || e.kind === "failed");
     const claimOf = new Map(claims.map((c) => [c.token, c]));
 
     // one-live-claim: a job is claimed again only after its previous run was handed over (a
     // failure that retries, a reclaim, a release); one token is one run.
     const seen = new Set<string>();
-    for (const claim of claims) {
+    for (const claim of allClaims) {
       if (seen.has(claim.token)) flag("one-live-claim", job, `token ${claim.token} granted twice (${claim.worker})`);
       seen.add(claim.token);
     }
@@ -74,6 +78,8 @@ export function checkHistory(history: readonly HistoryEvent[], finals: readonly 
 
     // no-stale-write: once a later run was granted, nothing the earlier one sends may land.
     for (const write of writes) {
+      if (write.accepted && refusedStarts.has(write.token))
+        flag("no-stale-write", job, `${write.kind} of a run whose start was refused (${write.worker}), accepted`);
       const own = claimOf.get(write.token);
       if (!write.accepted || !own) continue;
       const later = claims.find((c) => c.attempt > own.attempt && c.at < write.sentAt);
@@ -117,8 +123,9 @@ export function checkHistory(history: readonly HistoryEvent[], finals: readonly 
     if (row.status !== "done") continue;
     const events = byJob.get(row.id) ?? [];
     if (events.some((e) => e.kind === "completed" && e.accepted)) continue;
+    const refused = new Set(events.filter((e) => e.kind === "start-refused").map((e) => e.token));
     const last = events
-      .filter((e): e is Claim => e.kind === "claimed")
+      .filter((e): e is Claim => e.kind === "claimed" && !refused.has(e.token))
       .sort((a, b) => a.at - b.at)
       .at(-1);
     const lostWithItsWorker = last ? died.has(last.worker) : died.size > 0;

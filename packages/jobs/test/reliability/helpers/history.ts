@@ -15,6 +15,14 @@ export type HistoryEvent =
   | { kind: "enqueued"; at: number; job: number; by: string }
   /** A run started with this claim token (the handler was called). */
   | { kind: "claimed"; at: number; job: number; attempt: number; token: string; worker: string }
+  /**
+   * The start write of the run holding `token` was refused (`job:fenced`, write `start`): its
+   * handler had already been called — on PostgreSQL a handler runs as soon as its start write
+   * has left, while its lease is fresh — but the job was no longer this claim's (cancelled, or
+   * taken by a forced `reclaim({ lease: 0 })`). The table never counted that run: it held no
+   * attempt, and every write it sends must be refused.
+   */
+  | { kind: "start-refused"; at: number; job: number; token: string; worker: string }
   /** A heartbeat of the run holding `token`: extended (accepted) or refused (fenced). */
   | { kind: "heartbeat"; at: number; sentAt: number; job: number; token: string; worker: string; accepted: boolean }
   /** The run's completion: written (accepted) or refused (fenced). */
@@ -92,11 +100,13 @@ export function completedBy(worker: string, jobs: readonly ClaimedJob[], accepte
  * `events` (a worker's, or drain's, `events` option) its verdicts — completion and failure
  * written, or refused (`job:fenced`) — its refused heartbeats, its sweeps' reclaims and its
  * hand-backs. Runs are known by `job:attempt`, the key the queue's events carry, mapped to
- * the token the handler saw and when it returned (the verdict's `sentAt`).
+ * the token the handler saw and when it returned (the verdict's `sentAt`). `now` is the clock it
+ * stamps with: the host's, one for every process of the test (a worker whose `Date` is skewed
+ * on purpose passes the real one).
  */
-export function historyRecorder(worker: string, sink: (event: HistoryEvent) => void) {
+export function historyRecorder(worker: string, sink: (event: HistoryEvent) => void, now: () => number = () => Date.now()) {
   const runs = new Map<string, { token: string; returnedAt: number }>();
-  const record = (event: Unstamped) => sink({ ...event, at: Date.now() } as HistoryEvent);
+  const record = (event: Unstamped) => sink({ ...event, at: now() } as HistoryEvent);
   const runOf = (job: { id: number; attempt: number }) => runs.get(`${job.id}:${job.attempt}`);
   type Handler = (payload: never, ctx: JobContext) => unknown;
   const events: WorkerEventHandlers = {
@@ -114,7 +124,8 @@ export function historyRecorder(worker: string, sink: (event: HistoryEvent) => v
       const base = { job: job.id, token: run.token, worker, accepted: false };
       if (write === "complete") record({ kind: "completed", sentAt: run.returnedAt, ...base });
       else if (write === "fail") record({ kind: "failed", sentAt: run.returnedAt, willRetry: false, ...base });
-      else if (write === "heartbeat") record({ kind: "heartbeat", sentAt: Date.now(), ...base });
+      else if (write === "heartbeat") record({ kind: "heartbeat", sentAt: now(), ...base });
+      else if (write === "start") record({ kind: "start-refused", job: job.id, token: run.token, worker });
     },
     "job:reclaimed": ({ job }) => record({ kind: "reclaimed", job: job.id, attempts: job.attempts, worker, status: job.status }),
     "job:released": ({ job }) => record({ kind: "released", job: job.id, attempt: job.attempt, worker }),
@@ -133,7 +144,7 @@ export function historyRecorder(worker: string, sink: (event: HistoryEvent) => v
             try {
               return await (handler as Handler)(payload, ctx);
             } finally {
-              run.returnedAt = Date.now();
+              run.returnedAt = now();
             }
           },
         ]),
