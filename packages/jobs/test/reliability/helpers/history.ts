@@ -98,8 +98,8 @@ export function completedBy(worker: string, jobs: readonly ClaimedJob[], accepte
  * The history of one worker (a process's, or an in-process one's), as fixtures/worker.ts
  * records it: `wrap` records each run's claim (the handler was called) with its token, and
  * `events` (a worker's, or drain's, `events` option) its verdicts — completion and failure
- * written, or refused (`job:fenced`) — its refused heartbeats, its sweeps' reclaims and its
- * hand-backs. Runs are known by `job:attempt`, the key the queue's events carry, mapped to
+ * written, or refused (`job:fenced`) — its heartbeats (the lease keeper's and the handler's,
+ * accepted: `job:heartbeat`, or refused), its sweeps' reclaims and its hand-backs. Runs are known by `job:attempt`, the key the queue's events carry, mapped to
  * the token the handler saw and when it returned (the verdict's `sentAt`). `now` is the clock it
  * stamps with: the host's, one for every process of the test (a worker whose `Date` is skewed
  * on purpose passes the real one).
@@ -117,6 +117,11 @@ export function historyRecorder(worker: string, sink: (event: HistoryEvent) => v
     "job:failed": ({ job, willRetry }) => {
       const run = runOf(job);
       if (run) record({ kind: "failed", sentAt: run.returnedAt, job: job.id, token: run.token, worker, accepted: true, willRetry });
+    },
+    // sentAt by the worker's own Date: the time since then, on the recorder's clock.
+    "job:heartbeat": ({ job, sentAt }) => {
+      const run = runOf(job);
+      if (run) record({ kind: "heartbeat", sentAt: now() - (Date.now() - sentAt.getTime()), job: job.id, token: run.token, worker, accepted: true });
     },
     "job:fenced": ({ job, write }) => {
       const run = runOf(job);
