@@ -27,7 +27,10 @@ type TypeCast = (field: { type: string; string(): string | null }, next: () => u
 
 /** ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT: the server rolled back; running the transaction again is the documented remedy. */
 const RETRYABLE_ERRNOS = new Set([1213, 1205]);
-const MAX_ATTEMPTS = 5;
+// Ten tries (about 2.5 s of backoff): under a storm of takeovers (every running job reclaimed
+// again and again while their completions land) five in a row were seen to deadlock, and the
+// completion reached the worker as an error to retry.
+const MAX_ATTEMPTS = 10;
 
 /** DATETIME columns hold UTC (see the dialect's clock): read them as UTC regardless of the pool's `timezone` option. */
 const utcDates: TypeCast = (field, next) => {
