@@ -12,7 +12,7 @@ import { forDialect, type PerDialect } from "./sql.js";
  * that it cannot make that read walk back through the hour. The ended ones' `started_at` is
  * compared after that LIMIT too: inside, PostgreSQL multiplied its selectivity with
  * finished_at's, expected fewer rows than the LIMIT, costed the read as the whole hour's range
- * and JIT-compiled it (30 ms of a 40 ms read, on a table with a busy last hour).
+ * and JIT-compiled it (bench/BENCHMARKS.md, "Ten million finished jobs").
  */
 export function recentStarts(db: JobsDatabase, key: "queue" | "group_key", since: string, n: number, and = ""): string {
   const ended = forDialect(ENDED, db.dialect, "recent starts")(db, since, n);
