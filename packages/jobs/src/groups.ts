@@ -1,12 +1,10 @@
 import { resolveDb } from "./connect.js";
 import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
 import { liveCountsBy } from "./counts.js";
-import { toDate } from "./job-row.js";
 import { checkFlowName, compareKeys } from "./limits.js";
 import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
 import { forDialect, type PerDialect } from "./sql.js";
-import { recentStarts } from "./recent-starts.js";
+import { recentWaits } from "./recent-starts.js";
 import { checkInteger } from "./validate.js";
 import { waitTimes } from "./wait-times.js";
 
@@ -65,12 +63,6 @@ interface CountRow {
   ready: number | string | null;
 }
 
-interface WaitRow {
-  group_key: string;
-  run_at: unknown;
-  started_at: unknown;
-}
-
 /**
  * Every group with a stored weight or with pending, running or recently started jobs, ordered
  * by name. Jobs without a group are not listed (the queues' own figures cover them). Read in a
@@ -95,7 +87,11 @@ export async function listGroups(options: DatabaseOptions = {}): Promise<GroupSt
         status.running = Number(row.running ?? 0);
         status.ready = Number(row.ready ?? 0);
       }
-      for (const [group, waits] of await recentWaits(db, tx)) {
+      // The latest of each group, from the GROUP_WAIT_SAMPLE × 5 jobs that ended last and the running
+      // ones (bounded reads: ungrouped jobs among the ended ones take room, and leave a group fewer figures).
+      const since = db.sql.nowPlus(String(GROUP_WAIT_WINDOW_SECONDS), "-");
+      const sample = { read: GROUP_WAIT_SAMPLE * 5, perKey: GROUP_WAIT_SAMPLE, limit: GROUP_WAIT_SAMPLE * 5, and: " AND group_key <> ''" };
+      for (const [group, waits] of await recentWaits(tx, db, "group_key", since, sample)) {
         const { p50, p95 } = waitTimes(waits);
         Object.assign(entry(group), { waitP50Ms: p50, waitP95Ms: p95 });
       }
@@ -103,30 +99,4 @@ export async function listGroups(options: DatabaseOptions = {}): Promise<GroupSt
     },
     { readOnly: true },
   );
-}
-
-/**
- * Waits of grouped jobs started in the window, the latest of each group first, from the
- * GROUP_WAIT_SAMPLE × 5 jobs that ended last and the running ones (recentStarts: bounded reads;
- * ungrouped jobs among the ended ones take room in that read, and leave a group fewer figures).
- */
-async function recentWaits(db: JobsDatabase, tx: Executor): Promise<Map<string, number[]>> {
-  const since = db.sql.nowPlus(String(GROUP_WAIT_WINDOW_SECONDS), "-");
-  const { rows } = await tx.query<WaitRow>(
-    `SELECT sample_key AS group_key, run_at, started_at FROM (
-       SELECT sample_key, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY sample_key ORDER BY started_at DESC) AS rank_in_group
-       FROM (${recentStarts(db, "group_key", since, GROUP_WAIT_SAMPLE * 5, " AND group_key <> ''")}) AS recent
-     ) AS ranked
-     WHERE rank_in_group <= ${GROUP_WAIT_SAMPLE}
-     ORDER BY rank_in_group
-     LIMIT ${GROUP_WAIT_SAMPLE * 5}`,
-  );
-  const byGroup = new Map<string, number[]>();
-  for (const row of rows) {
-    const wait = Math.max(0, toDate(row.started_at).getTime() - toDate(row.run_at).getTime());
-    const list = byGroup.get(row.group_key);
-    if (list) list.push(wait);
-    else byGroup.set(row.group_key, [wait]);
-  }
-  return byGroup;
 }

@@ -1,5 +1,55 @@
 import type { JobsDatabase } from "./db/database.js";
+import type { Executor } from "./db/executor.js";
+import { toDate } from "./job-row.js";
 import { forDialect, type PerDialect } from "./sql.js";
+
+/** How much of recentStarts a wait sample reads and keeps. */
+export interface WaitSample {
+  /** Rows of each of recentStarts' two reads (ended, running). */
+  read: number;
+  /** At most this many per key (none: no cap besides `limit`). */
+  perKey?: number;
+  /** At most this many in all. */
+  limit: number;
+  /** Narrows both reads (recentStarts' `and`). */
+  and?: string;
+}
+
+/**
+ * Per value of `key`, the waits before start (`started_at - run_at`, in ms) of the jobs of
+ * recentStarts, shared fairly between keys: the latest started of each key first (ORDER BY
+ * their rank), so a quiet key keeps its figures next to a busy one. The dashboard's queues and
+ * `listGroups` read their percentiles from it.
+ */
+export async function recentWaits(
+  executor: Executor,
+  db: JobsDatabase,
+  key: "queue" | "group_key",
+  since: string,
+  sample: WaitSample,
+): Promise<Map<string, number[]>> {
+  const { rows } = await executor.query<{ sample_key: string; run_at: unknown; started_at: unknown }>(
+    `SELECT sample_key, run_at, started_at FROM (
+       SELECT sample_key, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY sample_key ORDER BY started_at DESC) AS rank_in_key
+       FROM (${recentStarts(db, key, since, sample.read, sample.and)}) AS recent
+     ) AS ranked${
+       sample.perKey === undefined
+         ? ""
+         : `
+     WHERE rank_in_key <= ${sample.perKey}`
+     }
+     ORDER BY rank_in_key
+     LIMIT ${sample.limit}`,
+  );
+  const byKey = new Map<string, number[]>();
+  for (const row of rows) {
+    const wait = Math.max(0, toDate(row.started_at).getTime() - toDate(row.run_at).getTime());
+    const list = byKey.get(row.sample_key);
+    if (list) list.push(wait);
+    else byKey.set(row.sample_key, [wait]);
+  }
+  return byKey;
+}
 
 /**
  * SQL: `(key, run_at, started_at)` of the `n` jobs that ended last (started since `since`) and

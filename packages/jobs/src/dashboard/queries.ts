@@ -1,10 +1,10 @@
 import type { JobsDatabase } from "../db/database.js";
-import { columnList, decodeRow, toDate, type JobColumn } from "../job-row.js";
+import { columnList, decodeRow, type JobColumn } from "../job-row.js";
 import { forDialect, type PerDialect } from "../sql.js";
 import { FLOW, PLAIN } from "../fair-sources.js";
 import { JOB_STATUSES, type JobStatus } from "../types.js";
 import { waitTimes, type WaitTimes } from "../wait-times.js";
-import { recentStarts } from "../recent-starts.js";
+import { recentWaits } from "../recent-starts.js";
 
 /** One row of a dashboard list: what the page shows, nothing more. */
 export interface JobSummary {
@@ -149,12 +149,6 @@ interface BucketRow {
   n: number | string | null;
 }
 
-interface WaitRow {
-  queue: string;
-  run_at: unknown;
-  started_at: unknown;
-}
-
 /**
  * Per queue and minute, the jobs that ended done or failed in the last CHART_MINUTES minutes,
  * and the database's current minute (one row with it even when nothing ended): summed from
@@ -196,22 +190,7 @@ async function throughput(db: JobsDatabase, clock: MinuteClock): Promise<{ nowMi
  * jobs all ended before the latest `sample` of the others has no figure.
  */
 async function waits(db: JobsDatabase, clock: MinuteClock, sample: number): Promise<Map<string, WaitTimes>> {
-  const since = windowStart(db, clock);
-  const { rows } = await db.executor.query<WaitRow>(
-    `SELECT sample_key AS queue, run_at, started_at FROM (
-       SELECT sample_key, run_at, started_at, ROW_NUMBER() OVER (PARTITION BY sample_key ORDER BY started_at DESC) AS rank_in_queue
-       FROM (${recentStarts(db, "queue", since, sample)}) AS recent
-     ) AS ranked
-     ORDER BY rank_in_queue
-     LIMIT ${sample}`,
-  );
-  const byQueue = new Map<string, number[]>();
-  for (const row of rows) {
-    const wait = Math.max(0, toDate(row.started_at).getTime() - toDate(row.run_at).getTime());
-    const list = byQueue.get(row.queue);
-    if (list) list.push(wait);
-    else byQueue.set(row.queue, [wait]);
-  }
+  const byQueue = await recentWaits(db.executor, db, "queue", windowStart(db, clock), { read: sample, limit: sample });
   return new Map([...byQueue].map(([queue, list]) => [queue, waitTimes(list)]));
 }
 
