@@ -11,7 +11,9 @@ const row = (db: JobsDatabase) => (p: (n: number) => string) =>
   `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)})`;
 
 // PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
-const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Script<InsertedRow>>, "postgres"> = {
+// `mayConflict`: several rows, one of them with a key (a row that may lose to another's key while
+// the others go in).
+const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number, mayConflict: boolean) => string | Script<InsertedRow>>, "postgres"> = {
   // Multi-row VALUES: rows are inserted, and numbered, in input order. ON CONFLICT DO NOTHING
   // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
   sqlite: (db, rows) => `
@@ -23,18 +25,21 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number) => string | Scrip
   // like ON CONFLICT DO NOTHING (ON DUPLICATE KEY UPDATE would return the existing rows too,
   // hiding whose they are). IGNORE would also turn bad data into warnings, so any warning
   // besides the duplicates fails the insert, inside a transaction that then rolls back.
-  // (One row, or rows without keys: mysqlPlainInsert, one statement and one round trip.)
-  mysql: (db, rows) => (executor, params) =>
-    executor.transaction(async (tx) => {
-      const inserted = await tx.query<InsertedRow>(
-        `INSERT IGNORE INTO ${db.table} (${INSERT_COLUMNS})
+  // One row, or rows without keys: mysqlPlainInsert, one statement and one round trip.
+  mysql: (db, rows, mayConflict) =>
+    !mayConflict
+      ? mysqlPlainInsert(db, rows)
+      : (executor, params) =>
+          executor.transaction(async (tx) => {
+            const inserted = await tx.query<InsertedRow>(
+              `INSERT IGNORE INTO ${db.table} (${INSERT_COLUMNS})
          VALUES ${valuesList(rows, ROW_PARAMS, row(db))}
          RETURNING id, idempotency_key, dedup_key`,
-        params,
-      );
-      await refuseWarnings(tx, rows - inserted.rows.length);
-      return inserted;
-    }),
+              params,
+            );
+            await refuseWarnings(tx, rows - inserted.rows.length);
+            return inserted;
+          }),
 };
 
 /**
@@ -59,10 +64,9 @@ function mysqlPlainInsert(db: JobsDatabase, rows: number): Script<InsertedRow> {
 /** The statement that inserts `jobs`, and whether it is keyless (ids only, no conflicts to resolve). */
 export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[]; keyless?: boolean } {
   if (db.dialect === "postgres") return pgInsert(db, jobs);
-  const plain = db.dialect === "mysql" && (jobs.length === 1 || !jobs.some(hasKey));
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
   return {
-    sql: plain ? mysqlPlainInsert(db, jobs.length) : INSERT[db.dialect](db, jobs.length),
+    sql: INSERT[db.dialect](db, jobs.length, jobs.length > 1 && jobs.some(hasKey)),
     params: jobs.flatMap((j) => [
       j.queue,
       j.task,
