@@ -1,4 +1,5 @@
 import { SQLITE_NOW } from "../dialects/sqlite.js";
+import { countTriggers, countTriggersWithoutInLists } from "./sqlite-counts.js";
 import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
 
 /** The jobs table of migrations/postgres.ts in SQLite: timestamps are epoch milliseconds (INTEGER), JSON is TEXT. */
@@ -211,15 +212,11 @@ export const sqliteMigrations: Migration[] = [
     version: 7,
     name: "finished_counts",
     // See migrations/postgres.ts version 7. One writer at a time: one shard (0) is enough.
-    // SQLite names the trigger's table, and those in its body, without a schema (the trigger's).
-    statements: ({ table, named, index }) => {
+    statements: (names) => {
+      const { table, named, index } = names;
       const on = table.slice(table.lastIndexOf(".") + 1);
       const counts = named("jobs_counts");
-      const inBody = counts.slice(counts.lastIndexOf(".") + 1);
       const finished = "('done', 'failed', 'cancelled')";
-      const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
-        `INSERT INTO ${inBody} (queue, tenant, status, shard, n) VALUES (${row}.queue, COALESCE(${row}.tenant, ''), ${row}.status, 0, ${delta})
-           ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = n + ${delta};`;
       return [
         // The waiting count of statusCounts reads the waiting jobs only (dependencies, migration 6).
         `CREATE INDEX IF NOT EXISTS ${index("jobs_waiting")} ON ${on} (queue) WHERE status = 'waiting'`,
@@ -231,17 +228,7 @@ export const sqliteMigrations: Migration[] = [
           n INTEGER NOT NULL DEFAULT 0,
           PRIMARY KEY (queue, tenant, status, shard)
         )`,
-        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_insert")} AFTER INSERT ON ${on} FOR EACH ROW WHEN NEW.status IN ${finished}
-          BEGIN ${bump("NEW", 1)} END`,
-        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_delete")} AFTER DELETE ON ${on} FOR EACH ROW WHEN OLD.status IN ${finished}
-          BEGIN ${bump("OLD", -1)} END`,
-        // Two triggers for an update: SQLite's trigger bodies have no IF.
-        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_update_old")} AFTER UPDATE OF status, queue, tenant ON ${on} FOR EACH ROW
-          WHEN OLD.status IN ${finished} AND (OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.tenant IS NOT NEW.tenant)
-          BEGIN ${bump("OLD", -1)} END`,
-        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_update_new")} AFTER UPDATE OF status, queue, tenant ON ${on} FOR EACH ROW
-          WHEN NEW.status IN ${finished} AND (OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.tenant IS NOT NEW.tenant)
-          BEGIN ${bump("NEW", 1)} END`,
+        ...countTriggers(names, (row) => `${row}.status IN ${finished}`),
         `INSERT INTO ${counts} (queue, tenant, status, shard, n)
           SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ${finished} GROUP BY queue, COALESCE(tenant, ''), status
           ON CONFLICT (queue, tenant, status, shard) DO NOTHING`,
@@ -310,5 +297,11 @@ export const sqliteMigrations: Migration[] = [
         ),
       ];
     },
+  },
+  {
+    version: 11,
+    name: "count_triggers_without_in_lists",
+    // See migrations/sqlite-counts.ts.
+    statements: countTriggersWithoutInLists,
   },
 ];

@@ -1,0 +1,47 @@
+import type { SchemaNames } from "./types.js";
+
+/** The triggers that keep jobs_counts (migration 7), as migration 11 replaces them. */
+const TRIGGERS = ["jobs_count_insert", "jobs_count_delete", "jobs_count_update_old", "jobs_count_update_new"] as const;
+
+/**
+ * Migration 7's row triggers keeping jobs_counts: +1 for a row that becomes (or is inserted)
+ * finished, -1 for one that stops being finished (or is deleted). `finished(row)` is the test
+ * of a row being finished, spelled by the migration that creates them.
+ * SQLite names the trigger's table, and those in its body, without a schema (the trigger's).
+ */
+export function countTriggers({ table, named, index }: SchemaNames, finished: (row: "OLD" | "NEW") => string): string[] {
+  const on = table.slice(table.lastIndexOf(".") + 1);
+  const counts = named("jobs_counts");
+  const inBody = counts.slice(counts.lastIndexOf(".") + 1);
+  const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
+    `INSERT INTO ${inBody} (queue, tenant, status, shard, n) VALUES (${row}.queue, COALESCE(${row}.tenant, ''), ${row}.status, 0, ${delta})
+           ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = n + ${delta};`;
+  const moved = "(OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.tenant IS NOT NEW.tenant)";
+  return [
+    `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_insert")} AFTER INSERT ON ${on} FOR EACH ROW WHEN ${finished("NEW")}
+          BEGIN ${bump("NEW", 1)} END`,
+    `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_delete")} AFTER DELETE ON ${on} FOR EACH ROW WHEN ${finished("OLD")}
+          BEGIN ${bump("OLD", -1)} END`,
+    // Two triggers for an update: SQLite's trigger bodies have no IF.
+    `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_update_old")} AFTER UPDATE OF status, queue, tenant ON ${on} FOR EACH ROW
+          WHEN ${finished("OLD")} AND ${moved}
+          BEGIN ${bump("OLD", -1)} END`,
+    `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_update_new")} AFTER UPDATE OF status, queue, tenant ON ${on} FOR EACH ROW
+          WHEN ${finished("NEW")} AND ${moved}
+          BEGIN ${bump("NEW", 1)} END`,
+  ];
+}
+
+/**
+ * Migration 11: migration 7's triggers with their test spelled as comparisons, not
+ * `status IN ('done', 'failed', 'cancelled')`. A trigger runs as a subprogram with fresh state
+ * on every row, and SQLite evaluates an IN list of three or more values by filling a temporary
+ * B-tree with it: every row that a claim, a start or a completion changed built one in each
+ * update trigger, finished or not (two or fewer values are compared one by one).
+ */
+export function countTriggersWithoutInLists(names: SchemaNames): string[] {
+  return [
+    ...TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${names.index(name)}`),
+    ...countTriggers(names, (row) => `(${row}.status = 'done' OR ${row}.status = 'failed' OR ${row}.status = 'cancelled')`),
+  ];
+}
