@@ -40,12 +40,15 @@ interface SurveyRow {
 export async function surveyKeys(db: JobsDatabase, tx: Executor): Promise<Survey> {
   // One round trip: running jobs per key (r), buckets under one token (e), and the rules that
   // can apply to them or pause keys (l): patterns, paused keys, and exact rules of those keys.
+  // Only keys with as many running jobs as the lowest limit can be full: a worker's deep
+  // buffer of keys far from their limits is not sent back on every claim.
   const running = `SELECT concurrency_key FROM ${db.table} WHERE status = 'running' AND concurrency_key <> ''`;
   const empty = `SELECT concurrency_key FROM ${db.keysTable} WHERE tokens < 1`;
   const { rows } = await tx.query<SurveyRow>(
     `SELECT 'r' AS kind, concurrency_key AS k, count(*) AS n, ${nul(db, "timestamptz")} AS at, ${db.sql.now} AS now,
             ${nul(db, "integer")} AS c, ${nul(db, "integer")} AS rl, ${nul(db, "float8")} AS rp, ${nul(db, "integer")} AS rb
        FROM ${db.table} WHERE status = 'running' AND concurrency_key <> '' GROUP BY concurrency_key
+      HAVING count(*) >= (SELECT min(concurrency) FROM ${db.limitsTable} WHERE concurrency > 0)
      UNION ALL
      SELECT 'e', concurrency_key, tokens, refilled_at, ${db.sql.now}, NULL, NULL, NULL, NULL FROM ${db.keysTable} WHERE tokens < 1
      UNION ALL

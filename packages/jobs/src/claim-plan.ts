@@ -5,15 +5,20 @@ import { ServedGroups } from "./served.js";
 
 /**
  * What a worker's next claim asks for, and what its last one said about the queues: plain
- * (batches, a prefetch buffer) or fair (groups or keys: the same buffer, at most one job per
- * slot, since a buffered job counts as running for its group and key; the fair claim holds a
- * limited key's job only while the key keeps a slot free besides); whether limited keys were
- * met (then the one-statement claim would stand aside); and whether a rate asked it to come
- * back when a token refills.
+ * (batches, a prefetch buffer) or fair (groups or keys); whether limited keys were met (then
+ * the one-statement claim would stand aside); and whether a rate asked it to come back when a
+ * token refills.
+ * The buffer of a fair claim that took jobs of groups holds at most one job per slot: a group
+ * that becomes ready waits behind the whole buffer, so a deep one would undo fair share. Jobs
+ * with keys but no group keep the plain prefetch (the buffer drains within two claim round
+ * trips): a buffered job counts as running for its key, and the fair claim holds a limited
+ * key's job only while the key keeps a slot free besides, so limits hold at any depth.
  */
 export class ClaimPlan {
   private fair = false;
   private limited = false;
+  /** The last fair claim that took jobs took some of a group (not only of group ''). */
+  private grouped = false;
   private retryInMs: number | null = null;
   /** Slots freed so far (their completion landed): a claim that came back short while one was freed may have missed it. */
   private freed = 0;
@@ -29,7 +34,7 @@ export class ClaimPlan {
 
   /** Jobs the worker should hold, running and buffered. */
   size(): number {
-    if (!this.fair) return this.concurrency + this.prefetch.target();
+    if (!this.fair || !this.grouped) return this.concurrency + this.prefetch.target();
     return this.concurrency + Math.min(this.concurrency, this.prefetch.target());
   }
 
@@ -49,6 +54,8 @@ export class ClaimPlan {
     this.prefetch.claimTook(performance.now() - startedAt);
     this.fair = claimed.fair;
     this.limited = claimed.fair && claimed.limited;
+    if (!claimed.fair) this.grouped = false;
+    else if (claimed.jobs.length > 0) this.grouped = claimed.jobs.some((job) => job.group !== "");
     this.retryInMs = claimed.retryInMs;
     return { ...claimed, more: claimed.jobs.length >= capacity || this.freed !== freed };
   }

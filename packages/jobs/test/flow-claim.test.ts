@@ -282,6 +282,63 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     expect(Number(job!.attempts)).toBe(0);
   });
 
+  it("a worker's buffer holds one job per slot over groups; jobs with keys and no group keep the prefetch, their limits still held", async () => {
+    const CONCURRENCY = 2;
+    const PREFETCH = 10;
+    /** Runs a worker whose first `quick` jobs end at once and whose later ones wait: its buffer then fills to what it holds in the steady state. */
+    async function steadyHold(queue: string, quick: number, held: () => Promise<void>): Promise<void> {
+      let calls = 0;
+      const release = deferred();
+      const stop = new AbortController();
+      const worker = runWorker(
+        { t: async () => void (++calls > quick && (await release.promise)) },
+        { db: t.db, queue, concurrency: CONCURRENCY, prefetch: PREFETCH, pollInterval: 0.05, sweepInterval: 0, schedules: false, signal: stop.signal },
+      );
+      try {
+        await waitFor(`${queue}: ${CONCURRENCY} handlers waiting`, async () => calls >= quick + CONCURRENCY);
+        await held();
+      } finally {
+        release.resolve();
+        stop.abort();
+        await worker;
+      }
+    }
+    const running = async (queue: string) =>
+      (
+        await t.sql<{ k: string; n: number | string }>(
+          `SELECT concurrency_key AS k, count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'running' GROUP BY concurrency_key`,
+          [queue],
+        )
+      ).map((r) => [r.k, Number(r.n)] as const);
+    const total = (rows: (readonly [string, number])[]) => rows.reduce((sum, [, n]) => sum + n, 0);
+
+    // Groups: a group that becomes ready waits behind the whole buffer, so it stays one job per slot.
+    const grouped = uniqueName("buffer-groups");
+    await enqueueMany(
+      Array.from({ length: 60 }, (_, i) => ({ task: "t", group: i % 2 === 0 ? "a" : "b" })),
+      { db: t.db, queue: grouped },
+    );
+    await steadyHold(grouped, 20, async () => {
+      await new Promise((r) => setTimeout(r, 300));
+      expect(total(await running(grouped))).toBe(2 * CONCURRENCY);
+    });
+
+    // Keys without a group: the plain prefetch, and still no key past its limit.
+    const keyed = uniqueName("buffer-keys");
+    const prefix = uniqueName("bk");
+    await limit(`${prefix}:*`, 2);
+    await enqueueMany(
+      Array.from({ length: 60 }, (_, i) => ({ task: "t", concurrencyKey: `${prefix}:${i % 20}` })),
+      { db: t.db, queue: keyed },
+    );
+    await steadyHold(keyed, 20, async () => {
+      // Claims come in batches (half the room free), so the buffer holds between half and all of it.
+      await waitFor("more jobs held than two per slot", async () => total(await running(keyed)) > 2 * CONCURRENCY);
+      expect(total(await running(keyed))).toBeLessThanOrEqual(CONCURRENCY + PREFETCH);
+      expect(Math.max(...(await running(keyed)).map(([, n]) => n))).toBeLessThanOrEqual(2);
+    });
+  });
+
   it("a worker keeps a key under its limit and runs every job", async () => {
     const queue = uniqueName("worker");
     const key = uniqueName("k");
