@@ -32,9 +32,11 @@ export async function run(ctx: Ctx): Promise<void> {
     await step();
     console.log(`   (flow ${label}: ${((Date.now() - t0) / 1000).toFixed(0)} s)`);
   };
-  for (const target of targets) await timed(`noisy neighbour ${target.backend}`, () => noisyNeighbour(ctx, target));
-  await timed("rate limit", () => rateAccuracy(ctx, targets));
-  await timed("cost", () => costOfFlowControl(ctx));
+  // BENCH_FLOW_PARTS (default all three) picks the parts; a partial run keeps the other tables.
+  const parts = (process.env.BENCH_FLOW_PARTS ?? "noisy,rate,cost").split(",");
+  if (parts.includes("noisy")) for (const target of targets) await timed(`noisy neighbour ${target.backend}`, () => noisyNeighbour(ctx, target));
+  if (parts.includes("rate")) await timed("rate limit", () => rateAccuracy(ctx, targets));
+  if (parts.includes("cost")) await timed("cost", () => costOfFlowControl(ctx));
   for (const target of targets) await target.cleanup().catch(() => undefined);
 }
 
