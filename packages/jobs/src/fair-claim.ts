@@ -186,7 +186,8 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
       retryInMs = retryInMs === null ? ms : Math.min(retryInMs, ms);
     };
     const groups = [...new Set(candidates.map((c) => c.group))];
-    const { running, weights } = load ?? (await groupLoad(db, tx, request.queues, groups));
+    // One group: no share to weigh (fair-share.ts compares loads between groups only).
+    const { running, weights } = load ?? (groups.length > 1 ? await groupLoad(db, tx, request.queues, groups) : { running: new Map(), weights: new Map() });
     const budgets = new Map([...locked].map(([key, l]) => [key, l.budget]));
     const limitedHere = locked.size > 0;
     const { chosen, outOfTokens, heldBack } = fairShare({

@@ -150,7 +150,9 @@ interface LoadRow {
  * PostgreSQL: one statement for the groups walk and the candidates (each queue's groups by a
  * recursive loose index scan, each group's first ready jobs by a LATERAL walk of its own, the
  * plain jobs of each queue), the running jobs per group, the groups' weights, and whether any
- * limit is stored — what most fair claims need, in one round trip.
+ * limit is stored — what most fair claims need, in one round trip. The running jobs are counted
+ * only when a group other than '' has pending jobs: with one group there is no share to weigh,
+ * and a worker's deep buffer of keyed jobs would be read on every claim.
  */
 /**
  * PostgreSQL, the CTE `groups (q, g)` of a `WITH RECURSIVE`: each queue's ($1, text[]) groups
@@ -187,7 +189,8 @@ export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues:
     `WITH RECURSIVE ${pgGroupsWalk(db)}
      ${pgCandidates(db, "'c'::text AS kind, id, priority, group_key AS g, concurrency_key AS k, NULL::bigint AS n", without)}
      UNION ALL
-     SELECT 'r', NULL, NULL, group_key, '', count(*) FROM ${db.table} WHERE status = 'running' AND queue = ANY($1) GROUP BY group_key
+     SELECT 'r', NULL, NULL, group_key, '', count(*) FROM ${db.table} WHERE status = 'running' AND queue = ANY($1)
+        AND EXISTS (SELECT 1 FROM groups WHERE g <> '') GROUP BY group_key
      UNION ALL
      SELECT 'w', NULL, NULL, w.group_key, '', w.weight FROM ${db.groupsTable} w WHERE w.group_key IN (SELECT g FROM groups)
      UNION ALL

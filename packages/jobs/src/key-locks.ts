@@ -63,7 +63,8 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
       )
     ).rows;
   const rows = await lock(keys);
-  const missing = keys.filter((key) => !rows.some((r) => String(r.k) === key));
+  const found = new Set(rows.map((r) => String(r.k)));
+  const missing = keys.filter((key) => !found.has(key));
   if (missing.length > 0) throw new MissingKeyRows(missing.map((key) => ({ key, tokens: limited.get(key)?.rate?.burst ?? FULL })));
   // Counted after the lock: every claim of these keys that committed before is seen.
   const running = await tx.query<{ k: string; n: number | string }>(
