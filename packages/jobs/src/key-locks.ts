@@ -10,11 +10,15 @@ import { wholeTokens, type LimitRule } from "./limit-rules.js";
  * lock, counts each key's running jobs and refills its token bucket.
  */
 
-const INSERT_KEY: Record<JobsDatabase["dialect"], (table: string) => string> = {
-  postgres: (t) => `INSERT INTO ${t} (concurrency_key, tokens) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-  sqlite: (t) => `INSERT OR IGNORE INTO ${t} (concurrency_key, tokens) VALUES ($1, $2)`,
-  mysql: (t) => `INSERT IGNORE INTO ${t} (concurrency_key, tokens) VALUES ($1, $2)`,
+/** One statement for `rows` keys: `values` is the list of `($n, $m)` pairs. */
+const INSERT_KEYS: Record<JobsDatabase["dialect"], (table: string, values: string) => string> = {
+  postgres: (t, values) => `INSERT INTO ${t} (concurrency_key, tokens) VALUES ${values} ON CONFLICT DO NOTHING`,
+  sqlite: (t, values) => `INSERT OR IGNORE INTO ${t} (concurrency_key, tokens) VALUES ${values}`,
+  mysql: (t, values) => `INSERT IGNORE INTO ${t} (concurrency_key, tokens) VALUES ${values}`,
 };
+
+/** Keys per INSERT: far below every backend's limit on parameters. */
+const KEYS_PER_INSERT = 500;
 
 /**
  * A limited key's first claim: its row does not exist yet. Created in a transaction of its own
@@ -28,8 +32,18 @@ export class MissingKeyRows extends Error {
 }
 
 export async function createKeyRows(db: JobsDatabase, rows: { key: string; tokens: number }[]): Promise<void> {
+  // In key order, as every claim locks them: two creators never wait on each other in a cycle.
+  const sorted = [...rows].sort((a, b) => (a.key < b.key ? -1 : 1));
   await db.executor.transaction(async (tx) => {
-    for (const row of rows.sort((a, b) => (a.key < b.key ? -1 : 1))) await tx.query(INSERT_KEY[db.dialect](db.keysTable), [row.key, row.tokens]);
+    for (let i = 0; i < sorted.length; i += KEYS_PER_INSERT) {
+      const chunk = sorted.slice(i, i + KEYS_PER_INSERT);
+      const values = chunk.map((_, j) => `($${2 * j + 1}, $${2 * j + 2})`).join(", ");
+      await tx.query(
+        INSERT_KEYS[db.dialect](db.keysTable, values),
+        chunk.flatMap((row) => [row.key, row.tokens]),
+        "fair_key_rows",
+      );
+    }
   });
 }
 

@@ -282,6 +282,21 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     expect(Number(job!.attempts)).toBe(0);
   });
 
+  it("a claim meeting 600 limited keys for the first time creates their rows (in several statements) and takes one job of each", async () => {
+    const queue = uniqueName("many-keys");
+    const prefix = uniqueName("mk");
+    await limit(`${prefix}:*`, 1);
+    await enqueueMany(
+      Array.from({ length: 1200 }, (_, i) => ({ task: "t", concurrencyKey: `${prefix}:${i % 600}` })),
+      { db: t.db, queue },
+    );
+    const taken = await claim(queue, 700);
+    expect(taken.jobs).toHaveLength(600);
+    expect(new Set(taken.jobs.map((j) => j.id)).size).toBe(600);
+    const [rows] = await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM ${t.db.keysTable} WHERE concurrency_key LIKE $1`, [`${prefix}:%`]);
+    expect(Number(rows!.n)).toBe(600);
+  });
+
   it("a worker's buffer holds one job per slot over groups; jobs with keys and no group keep the prefetch, their limits still held", async () => {
     const CONCURRENCY = 2;
     const PREFETCH = 10;
