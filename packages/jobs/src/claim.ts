@@ -150,22 +150,9 @@ const CLAIM: PerDialect<(db: JobsDatabase, queues: readonly string[]) => ClaimSt
   }),
   // SQLite has a single writer: BEGIN IMMEDIATE takes the write lock before the claim reads,
   // so two claimers never pick the same rows (nor meet SQLITE_BUSY half-way). $1 is JSON.
-  // The first $5 of the same pick start now (one statement, one snapshot: the same rows).
   sqlite: (db, queues) => ({
     queues,
-    sql: (executor, params) =>
-      executor.transaction((tx) =>
-        tx.query<ClaimRow>(
-          `UPDATE ${db.table}
-           SET status = 'running', claim_token = ${db.sql.newToken},
-               attempts = CASE WHEN id IN (${sqlitePick(db, queues.length, "$5")}) THEN attempts + 1 ELSE attempts END,
-               started_at = CASE WHEN id IN (${sqlitePick(db, queues.length, "$5")}) THEN ${db.sql.now} END,
-               locked_until = ${db.sql.nowPlus("$3")}, heartbeat_at = ${db.sql.now}, locked_by = $4, updated_at = ${db.sql.now}
-           WHERE id IN (${sqlitePick(db, queues.length, "$2")})
-           RETURNING ${columnList(db.sql, CLAIMED)}`,
-          params,
-        ),
-      ),
+    sql: (executor, params) => executor.transaction((tx) => tx.query<ClaimRow>(sqliteClaim(db, queues.length, Number(params[4]), Number(params[1])), params)),
   }),
   // No UPDATE … RETURNING: lock the rows, update them with a token each (made here, each row
   // picking its own), read them back, in one transaction.
@@ -206,13 +193,32 @@ const CLAIM: PerDialect<(db: JobsDatabase, queues: readonly string[]) => ClaimSt
 };
 
 /**
- * SQLite: the ids to claim, one index walk per queue (`queue IN (json_each)` would scan the
+ * SQLite's claim of `start` of `limit` jobs started now. The first $5 of the pick start (one
+ * statement, one snapshot: the same rows). A claim that starts all it takes (a worker without
+ * prefetch) or none (a buffer's refill) says so without a CASE; otherwise the pick is
+ * materialised once and read three times, rather than walked again by each CASE.
+ */
+function sqliteClaim(db: JobsDatabase, queues: number, start: number, limit: number): string {
+  const update = (attempts: string, startedAt: string, ids: string) => `UPDATE ${db.table}
+           SET status = 'running', claim_token = ${db.sql.newToken}, attempts = ${attempts}, started_at = ${startedAt},
+               locked_until = ${db.sql.nowPlus("$3")}, heartbeat_at = ${db.sql.now}, locked_by = $4, updated_at = ${db.sql.now}
+           WHERE id IN (${ids})
+           RETURNING ${columnList(db.sql, CLAIMED)}`;
+  if (start <= 0) return update("attempts", "NULL", sqlitePick(db, queues, "$2", "id"));
+  if (start >= limit) return update("attempts + 1", db.sql.now, sqlitePick(db, queues, "$2", "id"));
+  const starting = "id IN (SELECT id FROM picked ORDER BY priority DESC, id LIMIT $5)";
+  return `WITH picked AS MATERIALIZED (${sqlitePick(db, queues, "$2", "id, priority")})
+    ${update(`CASE WHEN ${starting} THEN attempts + 1 ELSE attempts END`, `CASE WHEN ${starting} THEN ${db.sql.now} END`, "SELECT id FROM picked")}`;
+}
+
+/**
+ * SQLite: the jobs to claim, one index walk per queue (`queue IN (json_each)` would scan the
  * table and sort it in a temporary B-tree). `$1` is the JSON array of queue names.
  */
-function sqlitePick(db: JobsDatabase, queues: number, limit: string): string {
+function sqlitePick(db: JobsDatabase, queues: number, limit: string, columns: "id" | "id, priority"): string {
   const noFlow = noFlowIn(db, db.sql.inList("queue", "$1"));
   const perQueue = Array.from({ length: queues }, (_, i) => `SELECT id, priority FROM (${readyInQueue(db, `json_extract($1, '$[${i}]')`, limit, noFlow)})`);
-  return `SELECT id FROM (${perQueue.join(" UNION ALL ")}) ORDER BY priority DESC, id LIMIT ${limit}`;
+  return `SELECT ${columns} FROM (${perQueue.join(" UNION ALL ")}) ORDER BY priority DESC, id LIMIT ${limit}`;
 }
 
 /** What a claim took, and how the claim loop should go on. */
