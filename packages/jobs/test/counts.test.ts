@@ -78,12 +78,20 @@ describe.each(backends())("finished-job counts and batched prune ($name)", (back
     await expectExact(q, { done: 0, failed: 0, pending: 2 });
   });
 
-  // Migration 11: in a trigger, SQLite evaluates an IN list of three values by filling a
-  // temporary B-tree, on every row the trigger sees (each claimed, started or completed job).
-  it.runIf(backend.name === "sqlite")("SQLite's counting triggers test the status without an IN list of three values", async () => {
-    const triggers = await t.sql<{ name: string; sql: string }>(`SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND name LIKE 'jobs_count%'`);
-    expect(triggers.map((r) => r.name).sort()).toEqual(["jobs_count_delete", "jobs_count_insert", "jobs_count_update_new", "jobs_count_update_old"]);
-    for (const { name, sql } of triggers) expect(sql, name).not.toMatch(/IN \('[a-z]+', '[a-z]+', '[a-z]+'\)/);
+  // Migration 11: in a trigger or a CHECK, SQLite evaluates an IN list of three values by filling
+  // a temporary B-tree, on every row the trigger sees (each claimed, started or completed job).
+  it.runIf(backend.name === "sqlite")("SQLite's counting triggers and jobs_counts test the status without an IN list of three values", async () => {
+    const objects = await t.sql<{ name: string; sql: string }>(
+      `SELECT name, sql FROM sqlite_schema WHERE (type = 'trigger' AND name LIKE 'jobs_count%') OR (type = 'table' AND name = 'jobs_counts')`,
+    );
+    expect(objects.map((r) => r.name).sort()).toEqual([
+      "jobs_count_delete",
+      "jobs_count_insert",
+      "jobs_count_update_new",
+      "jobs_count_update_old",
+      "jobs_counts",
+    ]);
+    for (const { name, sql } of objects) expect(sql, name).not.toMatch(/IN \('[a-z]+', '[a-z]+', '[a-z]+'\)/);
   });
 
   it("lose no increment when completions run concurrently on several connections", async () => {

@@ -275,7 +275,7 @@ export const mysqlMigrations: Migration[] = [
   },
   {
     version: 11,
-    name: "count_triggers_without_in_lists",
+    name: "counts_without_in_lists",
     // See migrations/postgres.ts version 11: nothing to change here, recorded all the same.
     statements: () => [],
   },

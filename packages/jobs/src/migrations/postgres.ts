@@ -335,9 +335,9 @@ export const postgresMigrations: Migration[] = [
   },
   {
     version: 11,
-    name: "count_triggers_without_in_lists",
-    // SQLite rewrites its counting row triggers (migrations/sqlite-counts.ts); this backend's
-    // triggers have nothing to change. Recorded all the same, like SQLite's version 8.
+    name: "counts_without_in_lists",
+    // SQLite rewrites its counting row triggers and jobs_counts' CHECK (migrations/sqlite-counts.ts);
+    // this backend has nothing to change. Recorded all the same, like SQLite's version 8.
     statements: () => [],
   },
 ];

@@ -3,6 +3,18 @@ import type { SchemaNames } from "./types.js";
 /** The triggers that keep jobs_counts (migration 7), as migration 11 replaces them. */
 const TRIGGERS = ["jobs_count_insert", "jobs_count_delete", "jobs_count_update_old", "jobs_count_update_new"] as const;
 
+/** jobs_counts (migration 7), `finished` its CHECK of the status. */
+export function countsTable(name: string, finished: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${name} (
+          queue TEXT NOT NULL,
+          tenant TEXT NOT NULL DEFAULT '',
+          status TEXT NOT NULL CHECK (${finished}),
+          shard INTEGER NOT NULL,
+          n INTEGER NOT NULL DEFAULT 0,
+          PRIMARY KEY (queue, tenant, status, shard)
+        )`;
+}
+
 /**
  * Migration 7's row triggers keeping jobs_counts: +1 for a row that becomes (or is inserted)
  * finished, -1 for one that stops being finished (or is deleted). `finished(row)` is the test
@@ -33,15 +45,25 @@ export function countTriggers({ table, named, index }: SchemaNames, finished: (r
 }
 
 /**
- * Migration 11: migration 7's triggers with their test spelled as comparisons, not
- * `status IN ('done', 'failed', 'cancelled')`. A trigger runs as a subprogram with fresh state
- * on every row, and SQLite evaluates an IN list of three or more values by filling a temporary
- * B-tree with it: every row that a claim, a start or a completion changed built one in each
- * update trigger, finished or not (two or fewer values are compared one by one).
+ * Migration 11: migration 7's triggers and jobs_counts' CHECK with the status test spelled as
+ * comparisons, not `status IN ('done', 'failed', 'cancelled')`. A trigger runs as a subprogram
+ * with fresh state on every row, and SQLite evaluates an IN list of three or more values there
+ * (and in a CHECK) by filling a temporary B-tree with it: every row that a claim, a start or a
+ * completion changed built one in each update trigger, finished or not, and each count the
+ * completion's trigger added built one more for the CHECK (two or fewer values are compared one
+ * by one). SQLite cannot change a CHECK in place: the table is rebuilt (a few rows per queue),
+ * its triggers dropped first (a rename checks the triggers that name the table).
  */
-export function countTriggersWithoutInLists(names: SchemaNames): string[] {
+export function countsWithoutInLists(names: SchemaNames): string[] {
+  const counts = names.named("jobs_counts");
+  const rebuilt = names.named("jobs_counts_v11");
+  const finished = (row: string) => `${row}status = 'done' OR ${row}status = 'failed' OR ${row}status = 'cancelled'`;
   return [
     ...TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${names.index(name)}`),
-    ...countTriggers(names, (row) => `(${row}.status = 'done' OR ${row}.status = 'failed' OR ${row}.status = 'cancelled')`),
+    countsTable(rebuilt, finished("")),
+    `INSERT INTO ${rebuilt} (queue, tenant, status, shard, n) SELECT queue, tenant, status, shard, n FROM ${counts}`,
+    `DROP TABLE ${counts}`,
+    `ALTER TABLE ${rebuilt} RENAME TO ${counts.slice(counts.lastIndexOf(".") + 1)}`,
+    ...countTriggers(names, (row) => `(${finished(`${row}.`)})`),
   ];
 }

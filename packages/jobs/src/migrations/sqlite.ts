@@ -1,5 +1,5 @@
 import { SQLITE_NOW } from "../dialects/sqlite.js";
-import { countTriggers, countTriggersWithoutInLists } from "./sqlite-counts.js";
+import { countsTable, countTriggers, countsWithoutInLists } from "./sqlite-counts.js";
 import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
 
 /** The jobs table of migrations/postgres.ts in SQLite: timestamps are epoch milliseconds (INTEGER), JSON is TEXT. */
@@ -220,14 +220,7 @@ export const sqliteMigrations: Migration[] = [
       return [
         // The waiting count of statusCounts reads the waiting jobs only (dependencies, migration 6).
         `CREATE INDEX IF NOT EXISTS ${index("jobs_waiting")} ON ${on} (queue) WHERE status = 'waiting'`,
-        `CREATE TABLE IF NOT EXISTS ${counts} (
-          queue TEXT NOT NULL,
-          tenant TEXT NOT NULL DEFAULT '',
-          status TEXT NOT NULL CHECK (status IN ${finished}),
-          shard INTEGER NOT NULL,
-          n INTEGER NOT NULL DEFAULT 0,
-          PRIMARY KEY (queue, tenant, status, shard)
-        )`,
+        countsTable(counts, `status IN ${finished}`),
         ...countTriggers(names, (row) => `${row}.status IN ${finished}`),
         `INSERT INTO ${counts} (queue, tenant, status, shard, n)
           SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ${finished} GROUP BY queue, COALESCE(tenant, ''), status
@@ -300,8 +293,8 @@ export const sqliteMigrations: Migration[] = [
   },
   {
     version: 11,
-    name: "count_triggers_without_in_lists",
+    name: "counts_without_in_lists",
     // See migrations/sqlite-counts.ts.
-    statements: countTriggersWithoutInLists,
+    statements: countsWithoutInLists,
   },
 ];
