@@ -66,6 +66,9 @@ export class Worker {
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
   private idleAnnounced = false;
+  /** The loop is waiting on a claim (see fillDuringClaim). */
+  private claiming = false;
+  private fillPending = false;
   private readonly waker = new Waker();
   private looping: Promise<void> = Promise.resolve();
   private stopped: Promise<void> | null = null;
@@ -81,7 +84,14 @@ export class Worker {
     instrumentEmitter(this.emitter);
     this.deps = { db: this.db, lease: this.settings.lease, emitter: this.emitter, logger: this.settings.logger };
     this.plan = new ClaimPlan(this.settings.concurrency, this.settings.prefetch);
-    this.buffer = new WorkerBuffer({ ...this.deps, onError: (error, during) => this.error(error, during), wake: () => this.waker.wake() });
+    this.buffer = new WorkerBuffer({
+      ...this.deps,
+      onError: (error, during) => this.error(error, during),
+      wake: () => {
+        this.fillDuringClaim();
+        this.waker.wake();
+      },
+    });
     this.completions = new Batcher(
       async (items) => {
         // By token, not id: a stale run and its successor may complete in the same batch.
@@ -153,12 +163,7 @@ export class Worker {
     const { concurrency, queues, lease } = this.settings;
     let failures = 0;
     while (this.state === "running") {
-      this.buffer.startInto(
-        concurrency - this.running.size,
-        (job, answered) => this.start(job, answered),
-        (job) => this.lost(job, "start"),
-        () => this.state !== "running",
-      );
+      this.fill();
       const size = this.plan.size();
       const held = this.running.size + this.buffer.held;
       const capacity = size - held;
@@ -167,7 +172,10 @@ export class Worker {
       if (this.mayHaveWork && worthIt) {
         try {
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
-          const claimed = await this.plan.claim(this.db, { queues, lease, workerId: this.id }, capacity, Math.max(0, concurrency - held));
+          this.claiming = true;
+          const claimed = await this.plan
+            .claim(this.db, { queues, lease, workerId: this.id }, capacity, Math.max(0, concurrency - held))
+            .finally(() => (this.claiming = false));
           const jobs = claimed.jobs;
           failures = 0;
           if (claimed.throttled.length > 0) this.emitter.emit("worker:throttled", { workerId: this.id, keys: claimed.throttled, retryInMs: claimed.retryInMs });
@@ -194,6 +202,31 @@ export class Worker {
     }
   }
 
+  /**
+   * While the loop waits on a claim, slots freed (or start writes landed) still start buffered
+   * jobs: the buffer is there to keep the slots busy during claims. Deferred to the end of the
+   * tick, so slots freed together start together, in one start write.
+   */
+  private fillDuringClaim(): void {
+    if (!this.claiming || this.fillPending) return;
+    this.fillPending = true;
+    setImmediate(() => {
+      this.fillPending = false;
+      if (this.claiming) this.fill();
+    });
+  }
+
+  /** Starts buffered jobs in the free slots. */
+  private fill(): void {
+    if (this.state !== "running") return;
+    this.buffer.startInto(
+      this.settings.concurrency - this.running.size,
+      (job, answered) => this.start(job, answered),
+      (job) => this.lost(job, "start"),
+      () => this.state !== "running",
+    );
+  }
+
   /** `answered`: when the write that counted the job's attempt was answered (at once when the claim counted it). */
   private start(job: ClaimedJob, answered: Promise<unknown> = Promise.resolve()): void {
     const info = jobInfo(job);
@@ -215,6 +248,7 @@ export class Worker {
     this.plan.prefetch.handlerTook(durationMs);
     // Free the slot now; the write below may wait for its batch.
     this.running.delete(job.token);
+    this.fillDuringClaim();
     this.waker.wake();
     if (run.abort.reason?.reason === "shutdown") return; // handed back already; whatever it produced is fenced out
     if (outcome.kind === "succeeded") this.completing.set(job.token, job.id);

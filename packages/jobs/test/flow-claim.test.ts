@@ -354,6 +354,61 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     });
   });
 
+  // A claim that waits (here on a key row another transaction holds) must not idle the slots
+  // that free meanwhile: the buffered jobs are there to cover the claim. SQLite has one writer
+  // and a synchronous driver: a waiting claim blocks the whole process, there is nothing to overlap.
+  it.skipIf(backend.name === "sqlite")("buffered jobs start in slots freed while a claim waits", async () => {
+    const queue = uniqueName("claim-waits");
+    const key = uniqueName("kw");
+    await limit(key, 100);
+    await enqueueMany(
+      Array.from({ length: 12 }, () => ({ task: "t", concurrencyKey: key })),
+      { db: t.db, queue },
+    );
+    const gates: ReturnType<typeof deferred>[] = [];
+    const stop = new AbortController();
+    const worker = runWorker(
+      {
+        t: async () => {
+          const gate = deferred();
+          gates.push(gate);
+          await gate.promise;
+        },
+      },
+      { db: t.db, queue, concurrency: 1, prefetch: 5, pollInterval: 0.05, sweepInterval: 0, schedules: false, signal: stop.signal },
+    );
+    const called = (n: number) => waitFor(`${n} handlers called`, async () => gates.length >= n);
+    const release = deferred();
+    let holding: Promise<void> | undefined;
+    try {
+      await called(1);
+      // The key's row exists now (the first claim made it): hold it, so the next claim waits.
+      const held = deferred();
+      holding = t.withTransaction(async (bound) => {
+        await bound.executor.query(`SELECT tokens FROM ${t.db.keysTable} WHERE concurrency_key = $1 FOR UPDATE`, [key]);
+        held.resolve();
+        await release.promise;
+      }, "commit");
+      await held.promise;
+      // Three ends free half of the worker's room (1 slot + 5 held): it claims, and waits on the row.
+      for (let n = 1; n <= 3; n++) {
+        gates[n - 1]!.resolve();
+        await called(n + 1);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      gates[3]!.resolve();
+      await called(5);
+      gates[4]!.resolve();
+      await called(6);
+    } finally {
+      release.resolve();
+      await holding;
+      for (const gate of gates) gate.resolve();
+      stop.abort();
+      await worker;
+    }
+  });
+
   it("a worker keeps a key under its limit and runs every job", async () => {
     const queue = uniqueName("worker");
     const key = uniqueName("k");
