@@ -98,6 +98,7 @@ describe("forge-jobs CLI: usage", () => {
         "008_forge_jobs_finished_history.postgres.sql",
         "009_forge_jobs_failed_index.postgres.sql",
         "010_forge_jobs_finished_minutes.postgres.sql",
+        "011_forge_jobs_counts_without_in_lists.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
