@@ -340,4 +340,16 @@ export const postgresMigrations: Migration[] = [
     // this backend has nothing to change. Recorded all the same, like SQLite's version 8.
     statements: () => [],
   },
+  {
+    version: 12,
+    name: "running_keys_index",
+    // The running jobs of given keys: what a fair claim counts under its key locks, and what the
+    // survey of full keys reads, on every claim of limited keys. Through jobs_running they were
+    // a bitmap scan of every running job, and a bitmap scan never marks the index entries of
+    // dead row versions (each claim, start write and completion leaves some): between vacuums
+    // every claim read them all again. An entry per running job with a key only.
+    statements: ({ table, index }) => [
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_key_running")} ON ${table} (concurrency_key) WHERE status = 'running' AND concurrency_key <> ''`,
+    ],
+  },
 ];
