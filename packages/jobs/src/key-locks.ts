@@ -70,7 +70,7 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
   const lock = async (some: string[]) =>
     (
       await tx.query<{ k: string; tokens: number | string; refilled_at: unknown; now: unknown }>(
-        `SELECT concurrency_key AS k, tokens, refilled_at, ${db.sql.now} AS now FROM ${db.keysTable}
+        `SELECT concurrency_key AS k, tokens, ${db.sql.epochMs("refilled_at")} AS refilled_at, ${db.sql.epochMs(db.sql.now)} AS now FROM ${db.keysTable}
          WHERE ${db.sql.inList("concurrency_key", "$1")} ORDER BY concurrency_key${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
         [some],
         "fair_lock",
