@@ -18,6 +18,8 @@ export interface Survey {
   rules: LimitRule[];
   /** When a blocked key's bucket next holds a token, if any is out of tokens. */
   retryInMs: number | null;
+  /** `rules` holds every exact rule stored: no candidate's key has a rule left to read. */
+  allExact: boolean;
 }
 
 /** A NULL of a column's type: PostgreSQL types a UNION's columns from its first SELECT. */
@@ -38,8 +40,9 @@ interface SurveyRow {
 }
 
 export async function surveyKeys(db: JobsDatabase, tx: Executor): Promise<Survey> {
-  // One round trip: running jobs per key (r), buckets under one token (e), and the rules that
-  // can apply to them or pause keys (l): patterns, paused keys, and exact rules of those keys.
+  // One round trip: running jobs per key (r), buckets under one token (e), the rules that can
+  // apply to them or pause keys (l): patterns, paused keys, and exact rules of those keys, and
+  // how many exact rules are stored (x): when those are all, the claim reads no more rules.
   // Only keys with as many running jobs as the lowest limit can be full: a worker's deep
   // buffer of keys far from their limits is not sent back on every claim.
   const running = `SELECT concurrency_key FROM ${db.table} WHERE status = 'running' AND concurrency_key <> ''`;
@@ -53,10 +56,13 @@ export async function surveyKeys(db: JobsDatabase, tx: Executor): Promise<Survey
      SELECT 'e', concurrency_key, tokens, refilled_at, ${db.sql.now}, NULL, NULL, NULL, NULL FROM ${db.keysTable} WHERE tokens < 1
      UNION ALL
      SELECT 'l', limit_key, NULL, NULL, ${db.sql.now}, concurrency, rate_limit, rate_per_seconds, rate_burst FROM ${db.limitsTable}
-      WHERE limit_key LIKE '%*' OR concurrency = 0 OR limit_key IN (${running}) OR limit_key IN (${empty})`,
+      WHERE limit_key LIKE '%*' OR concurrency = 0 OR limit_key IN (${running}) OR limit_key IN (${empty})
+     UNION ALL
+     SELECT 'x', '', count(*), NULL, ${db.sql.now}, NULL, NULL, NULL, NULL FROM ${db.limitsTable} WHERE limit_key NOT LIKE '%*'`,
     [],
     "fair_survey",
   );
+  const exactStored = Number(rows.find((r) => r.kind === "x")?.n ?? -1);
   const rules = rows
     .filter((r) => r.kind === "l")
     .map((r) => toRule({ limit_key: String(r.k), concurrency: r.c, rate_limit: r.rl, rate_per_seconds: r.rp, rate_burst: r.rb }));
@@ -80,7 +86,8 @@ export async function surveyKeys(db: JobsDatabase, tx: Executor): Promise<Survey
   // A limit of 0 pauses its key (or, as a pattern, every key it matches), running jobs or not.
   for (const rule of rules) if (rule.concurrency === 0 && !isPattern(rule.key)) blocked.add(rule.key);
   const prefixes = rules.filter((r) => r.concurrency === 0 && isPattern(r.key)).map((r) => r.key.slice(0, -1));
-  return { blocked: { keys: [...blocked], prefixes }, rules, retryInMs };
+  const allExact = rules.filter((r) => !isPattern(r.key)).length === exactStored;
+  return { blocked: { keys: [...blocked], prefixes }, rules, retryInMs, allExact };
 }
 
 /** The stored rules for these exact keys, every pattern, and every paused key. */

@@ -129,7 +129,7 @@ export async function fairClaim<R extends { id: unknown }>(db: JobsDatabase, req
 const MISSING_KEY_ROUNDS = 5;
 
 /** No key known to be held back (no limit stored, or no keyed job at the heads). */
-const NO_SURVEY: Survey = { blocked: { keys: [], prefixes: [] }, rules: [], retryInMs: null };
+const NO_SURVEY: Survey = { blocked: { keys: [], prefixes: [] }, rules: [], retryInMs: null, allExact: false };
 
 type Found<R> = Omit<FairClaimResult<R>, "limited">;
 
@@ -172,7 +172,7 @@ function claimOnce<R extends { id: unknown }>(db: JobsDatabase, request: FairCla
     const keys = [...new Set(candidates.map((c) => c.key).filter((k) => k !== ""))];
     const known = new Set(survey.rules.map((r) => r.key));
     const unknown = keys.filter((k) => !known.has(k));
-    const rules = unknown.length > 0 && limitsStored ? [...survey.rules, ...(await rulesFor(db, tx, unknown))] : survey.rules;
+    const rules = unknown.length > 0 && limitsStored && !survey.allExact ? [...survey.rules, ...(await rulesFor(db, tx, unknown))] : survey.rules;
     const limited = new Map<string, LimitRule>();
     for (const key of keys) {
       const rule = ruleFor(key, rules);

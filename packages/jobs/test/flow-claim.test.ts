@@ -365,7 +365,7 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
       Array.from({ length: 12 }, () => ({ task: "t", concurrencyKey: key })),
       { db: t.db, queue },
     );
-    const gates: ReturnType<typeof deferred>[] = [];
+    const gates: ReturnType<typeof deferred<void>>[] = [];
     const stop = new AbortController();
     const worker = runWorker(
       {
