@@ -104,10 +104,11 @@ export async function processing(ctx: Ctx, s: PgSystems): Promise<void> {
         const [sys, variant] = e;
         const result = await processingRun(sys, variant, c, n, ctx.sizes.runTimeoutS, ctx.admin);
         const rw = rows.get(e)!;
-        addSample(rw, "jobs/s", result.rate);
+        addSample(rw, "jobs/s", result.rateFromStart);
+        addSample(rw, "from 1st job", result.rate);
         addCosts(rw, result.costs);
         if (result.timedOut) rw.note = `rate over a ${ctx.sizes.runTimeoutS} s window: ${result.processed}/${n} done`;
-        progress(` ${rw.system} ${Math.round(result.rate)}`);
+        progress(` ${rw.system} ${Math.round(result.rateFromStart)}`);
       }
       progress("\n");
     }
@@ -117,11 +118,11 @@ export async function processing(ctx: Ctx, s: PgSystems): Promise<void> {
       unit: "jobs/s",
       better: "higher",
       columns: ["jobs/s"],
-      costColumns: COST_COLUMNS,
+      costColumns: ["from 1st job", ...COST_COLUMNS],
       ref: s.forge.id,
       rows: [...rows.values()],
       notes: [
-        "From the first handler call until the database holds no unfinished job (every completion written). Jobs enqueued in bulk before the worker starts.",
+        "jobs/s: from the call that starts the worker (its start-up included) until the database holds no unfinished job (every completion written, polled every 5 ms), as a user would time it; from 1st job: the same run timed from the first handler call. Jobs enqueued in bulk before the worker starts; the worker in the harness's process.",
         "Costs per job over the run: statements sent (client side), CPU of this Node process, CPU of all PostgreSQL processes (other clients of the server count too: approximate), WAL bytes written (server-wide, same caveat).",
       ],
     });

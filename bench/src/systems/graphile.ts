@@ -17,7 +17,7 @@ export class GraphileSystem implements QueueSystem {
 
   describe(variant: string): string {
     return variant === "tuned"
-      ? "run({ concurrency, preset: { worker: { localQueue: { size: 100 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } })"
+      ? "run({ concurrency, preset: { worker: { localQueue: { size: 100 }, completeJobBatchDelay: 0, failJobBatchDelay: 0, maxPoolSize: max(10, concurrency + 2) } } }) (the pool its docs advise)"
       : "run({ concurrency }) with its defaults (pool 10, no local queue, no completion batching; LISTEN/NOTIFY)";
   }
 
@@ -46,7 +46,9 @@ export class GraphileSystem implements QueueSystem {
       noHandleSignals: true,
       logger: silent,
       taskList: { noop: async (payload) => void onJob(payload as Payload) },
-      ...(variant === "tuned" ? { preset: { worker: { localQueue: { size: 100 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } } : {}),
+      ...(variant === "tuned"
+        ? { preset: { worker: { localQueue: { size: 100 }, completeJobBatchDelay: 0, failJobBatchDelay: 0, maxPoolSize: Math.max(10, concurrency + 2) } } }
+        : {}),
     });
     return { stop: () => runner.stop() };
   }
