@@ -1,5 +1,6 @@
 import type { JobsDatabase } from "./db/database.js";
 import type { Executor } from "./db/executor.js";
+import { sqliteFinished } from "./dialects/sqlite.js";
 import { toDate } from "./job-row.js";
 import { forDialect, type PerDialect } from "./sql.js";
 
@@ -73,21 +74,21 @@ export function recentStarts(db: JobsDatabase, key: "queue" | "group_key", since
 }
 
 /**
- * PostgreSQL and SQLite hold the ended rows in a partial index whose predicate the status list
+ * PostgreSQL and SQLite hold the ended rows in a partial index whose predicate the status test
  * repeats (each uses a partial index only for a query that implies or repeats it); MariaDB's
  * jobs_finished leads with status, which an IN list would read whole and sort: a branch per
  * status there, each stopped by its LIMIT.
  */
 const ENDED: PerDialect<(db: JobsDatabase, since: string, n: number) => string> = {
-  postgres: (db, since, n) => latestEnded(db, ["'done', 'failed', 'cancelled'"], since, n),
-  sqlite: (db, since, n) => latestEnded(db, ["'done', 'failed', 'cancelled'"], since, n),
-  mysql: (db, since, n) => latestEnded(db, ["'done'", "'failed'", "'cancelled'"], since, n),
+  postgres: (db, since, n) => latestEnded(db, ["status IN ('done', 'failed', 'cancelled')"], since, n),
+  sqlite: (db, since, n) => latestEnded(db, [sqliteFinished()], since, n),
+  mysql: (db, since, n) => latestEnded(db, ["status = 'done'", "status = 'failed'", "status = 'cancelled'"], since, n),
 };
 
-function latestEnded(db: JobsDatabase, statusLists: string[], since: string, n: number): string {
-  const branch = (list: string) =>
-    `SELECT * FROM (SELECT queue, group_key, run_at, started_at, finished_at FROM ${db.table} WHERE status IN (${list}) AND finished_at >= ${since}
+function latestEnded(db: JobsDatabase, statusTests: string[], since: string, n: number): string {
+  const branch = (test: string) =>
+    `SELECT * FROM (SELECT queue, group_key, run_at, started_at, finished_at FROM ${db.table} WHERE ${test} AND finished_at >= ${since}
        ORDER BY finished_at DESC LIMIT ${n}) AS b`;
-  if (statusLists.length === 1) return branch(statusLists[0]!);
-  return `SELECT * FROM (${statusLists.map(branch).join(" UNION ALL ")}) AS u ORDER BY finished_at DESC LIMIT ${n}`;
+  if (statusTests.length === 1) return branch(statusTests[0]!);
+  return `SELECT * FROM (${statusTests.map(branch).join(" UNION ALL ")}) AS u ORDER BY finished_at DESC LIMIT ${n}`;
 }

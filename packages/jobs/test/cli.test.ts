@@ -99,6 +99,8 @@ describe("forge-jobs CLI: usage", () => {
         "009_forge_jobs_failed_index.postgres.sql",
         "010_forge_jobs_finished_minutes.postgres.sql",
         "011_forge_jobs_counts_without_in_lists.postgres.sql",
+        "012_forge_jobs_running_keys_index.postgres.sql",
+        "013_forge_jobs_finished_index_without_in_list.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);

@@ -3,6 +3,17 @@ import { parseJsonText, type Dialect } from "./dialect.js";
 /** The database clock in epoch milliseconds. julianday('now') works on every SQLite ≥ 3.35 (unixepoch('subsec') needs 3.42). */
 export const SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
+/**
+ * The predicate of SQLite's jobs_finished partial index (migration 12), for a row `alias`:
+ * comparisons, as SQLite fills a temporary B-tree for an IN list of three values every time it
+ * tests a row against an index predicate (each claimed and each completed job). A query reads
+ * the index only if its WHERE repeats this predicate.
+ */
+export function sqliteFinished(alias = ""): string {
+  const status = alias ? `${alias}.status` : "status";
+  return `(${status} = 'done' OR ${status} = 'failed' OR ${status} = 'cancelled')`;
+}
+
 /** A random version-4 UUID, evaluated per row (claim tokens). */
 const SQLITE_UUID =
   "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-' || " +

@@ -128,6 +128,13 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
   },
   {
     dialect: "sqlite",
+    object: "index jobs_finished",
+    is: "(finished_at) WHERE status = 'done' OR status = 'failed' OR status = 'cancelled'",
+    reason:
+      "the same rows, the predicate spelled as comparisons: SQLite tests each row a claim or a completion changes against it by filling a temporary B-tree for an IN list of three values (dialects/sqlite.ts, sqliteFinished)",
+  },
+  {
+    dialect: "sqlite",
     object: "index jobs_key_running",
     is: null,
     reason: "SQLite updates rows in place and leaves no dead index entries: jobs_running serves the count of running jobs per key",

@@ -286,4 +286,10 @@ export const mysqlMigrations: Migration[] = [
     // (its purge removes them), so jobs_running serves the count. Recorded all the same.
     statements: () => [],
   },
+  {
+    version: 13,
+    name: "finished_index_without_in_list",
+    // See migrations/postgres.ts version 13: nothing to change here, recorded all the same.
+    statements: () => [],
+  },
 ];

@@ -1,4 +1,4 @@
-import { SQLITE_NOW } from "../dialects/sqlite.js";
+import { SQLITE_NOW, sqliteFinished } from "../dialects/sqlite.js";
 import { countsTable, countTriggers, countsWithoutInLists } from "./sqlite-counts.js";
 import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
 
@@ -303,5 +303,15 @@ export const sqliteMigrations: Migration[] = [
     // See migrations/postgres.ts version 12: SQLite updates rows in place and leaves no dead
     // entries, so jobs_running serves the count. Recorded all the same.
     statements: () => [],
+  },
+  {
+    version: 13,
+    name: "finished_index_without_in_list",
+    // jobs_finished's predicate as comparisons (see sqliteFinished): a claim and a completion
+    // tested each row they changed against `status IN ('done', 'failed', 'cancelled')` twice.
+    statements: ({ table, index }) => [
+      `DROP INDEX IF EXISTS ${index("jobs_finished")}`,
+      `CREATE INDEX ${index("jobs_finished")} ON ${table.slice(table.lastIndexOf(".") + 1)} (finished_at) WHERE ${sqliteFinished()}`,
+    ],
   },
 ];
