@@ -90,7 +90,7 @@ async function main(): Promise<void> {
       postgresSettings: Object.fromEntries(settings.map((s) => [s.name, s.setting])),
     },
     versions: {
-      "@forge/jobs": `${pkgVersion("@forge/jobs")} (work tree at ${git(["rev-parse", "--short", "HEAD"])}${git(["status", "--porcelain", "--", "../packages/jobs"]) ? ", uncommitted changes" : ""}; ${process.env.BENCH_FORGE_ENTRY === "dist" ? "dist" : "src via tsx"})`,
+      "@forge/jobs": `${pkgVersion("@forge/jobs")} (work tree at ${git(["rev-parse", "--short", "HEAD"])}${git(["status", "--porcelain", "--", "../packages/jobs"]) ? ", uncommitted changes" : ""}; ${process.env.BENCH_FORGE_ENTRY === "src" ? "src via tsx" : "dist, built by pnpm bench"})`,
       "graphile-worker": pkgVersion("graphile-worker"),
       "pg-boss": pkgVersion("pg-boss"),
       pg: pkgVersion("pg"),
