@@ -31,13 +31,28 @@ export function targets(r: Results): TargetLine[] {
     const best = peers.reduce((b, row) => (value(row, "jobs/s") > b.v ? { v: value(row, "jobs/s"), label: row.label } : b), { v: -Infinity, label: "" });
     const vsPeer = ours / best.v;
     lines.push({
-      target: "processing at concurrency 10 ≥ 1.5× the best peer configuration",
+      target: "processing at concurrency 10, from the worker's start, ≥ 1.6× the best peer configuration",
       measured: `${x(vsPeer)} (best peer: ${best.label})`,
-      met: ok(vsPeer, (n) => n >= 1.5),
+      met: ok(vsPeer, (n) => n >= 1.6),
     });
     const vsRaw = ours / v(p10, "raw:batch100");
-    lines.push({ target: "processing at concurrency 10 ≥ 0.6× the raw batched ceiling", measured: x(vsRaw), met: ok(vsRaw, (n) => n >= 0.6) });
+    lines.push({
+      target: "processing at concurrency 10, from the worker's start, ≥ 0.75× the raw batched loop",
+      measured: x(vsRaw),
+      met: ok(vsRaw, (n) => n >= 0.75),
+    });
   }
+  // SQLite and MariaDB against their raw loops in the same run (issue 21).
+  const vsRawOf = (id: string, target: string, least: number) => {
+    const k = v(find(r, id), "forge") / v(find(r, id), "raw");
+    if (Number.isFinite(k)) lines.push({ target: `${target} ≥ ${least}× raw`, measured: x(k), met: ok(k, (n) => n >= least) });
+  };
+  vsRawOf("sqlite-processing-c10", "SQLite processing at concurrency 10", 0.5);
+  vsRawOf("sqlite-enqueue-bulk", "SQLite bulk enqueue", 0.5);
+  vsRawOf("sqlite-enqueue-one", "SQLite enqueue one by one", 0.8);
+  vsRawOf("mariadb-processing-c10", "MariaDB processing at concurrency 10", 0.8);
+  vsRawOf("mariadb-enqueue-bulk", "MariaDB bulk enqueue", 0.5);
+  vsRawOf("mariadb-enqueue-one", "MariaDB enqueue one by one", 0.8);
   const one = find(r, "enqueue-one");
   if (one) {
     const k = v(one, "forge") / v(one, "graphile");
