@@ -1,0 +1,172 @@
+// The sample app's contacts import with real writes: a generated CSV (1,000,000 rows by
+// default) imported by one import job that a worker runs, every row written to the contacts
+// table inside the queue's checkpoints (each batch commits with the import's progress). From
+// the repository root:
+//   npx tsx bench/import-export/import-writes.ts [rows] [--backend=postgres|sqlite] [--importer=insert|upsert] [--batch=N]
+// `insert`: one multi-row INSERT per batch (on PostgreSQL, one INSERT … SELECT FROM unnest of
+// four arrays); `upsert`: the sample's own importer (src/contacts.ts: reads the batch's emails,
+// then INSERT … ON CONFLICT DO UPDATE, so a file imported twice duplicates nothing). The import
+// runs in a child process, so the peak RSS printed is the import's own (worker, driver and
+// parser included). The sample's tables exist on PostgreSQL and SQLite only.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { enqueue, runWorker } from "@forge/jobs";
+import { createImportHandler, importPayload, IMPORT_JOB_TASK, type Importer } from "../../packages/import-export/src/index.js";
+import { CONTACTS_HEADER, contactsImporter, validateContact, type Contact } from "../../apps/sample/src/contacts.js";
+import { AppDatabase, migrateApp, openDatabase } from "../../apps/sample/src/db.js";
+
+const LIMIT_MB = 150;
+const ORG = "org-bench";
+const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const SCHEMA = "bench_import";
+const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10;
+
+interface Options {
+  rows: number;
+  backend: "postgres" | "sqlite";
+  importer: "insert" | "upsert";
+  batch: number;
+}
+
+interface Measure {
+  /** RSS once the modules are loaded and the database is open, before the import starts. */
+  baseRssMb: number;
+  imported: number;
+  inTable: number;
+  seconds: number;
+  peakRssMb: number;
+}
+
+function options(argv: string[]): Options {
+  const flag = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
+  const backend = flag("backend") ?? "postgres";
+  const importer = flag("importer") ?? "insert";
+  if (backend !== "postgres" && backend !== "sqlite") throw new Error(`--backend must be postgres or sqlite, got ${backend}`);
+  if (importer !== "insert" && importer !== "upsert") throw new Error(`--importer must be insert or upsert, got ${importer}`);
+  const rows = Number(argv.find((a) => /^\d+$/.test(a)) ?? 1_000_000);
+  return { rows, backend, importer, batch: Number(flag("batch") ?? 500) };
+}
+
+/** A plain importer: every valid row of a batch inserted, in one statement, in the checkpoint's transaction. */
+function insertImporter(db: AppDatabase): Importer<Contact> {
+  const postgres = db.jobs.dialect === "postgres";
+  return {
+    header: { required: [...CONTACTS_HEADER.required], optional: [...CONTACTS_HEADER.optional], aliases: CONTACTS_HEADER.aliases },
+    validate: (row) => validateContact(row),
+    async writeBatch(values, tx) {
+      if (values.length === 0) return;
+      const sql = db.on(tx);
+      if (postgres) {
+        await sql.query(`INSERT INTO ${db.contacts} (org, email, name, age) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::int[])`, [
+          ORG,
+          values.map((c) => c.email),
+          values.map((c) => c.name),
+          values.map((c) => c.age),
+        ]);
+        return;
+      }
+      const params: unknown[] = [];
+      const tuples = values.map((c) => `($${params.push(ORG)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
+      await sql.query(`INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples.join(", ")}`, params);
+    },
+  };
+}
+
+async function importOnly(dir: string, o: Options): Promise<void> {
+  const file = path.join(dir, "contacts.sqlite");
+  const db = openDatabase({
+    databaseUrl: o.backend === "postgres" ? PG_URL : `sqlite:${file}`,
+    databaseSchema: o.backend === "postgres" ? SCHEMA : undefined,
+  });
+  if (o.backend === "postgres") await db.sql.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+  await migrateApp(db);
+  const importer = o.importer === "insert" ? insertImporter(db) : contactsImporter(db, ORG);
+  const jobId = await enqueue(IMPORT_JOB_TASK, importPayload({ importer: "contacts", file: "contacts.csv" }), { db: db.jobs, tenant: ORG });
+  const baseRssMb = mb(process.memoryUsage.rss());
+  const stop = new AbortController();
+  let report: { imported: number } | null = null;
+  let failure: unknown = null;
+  const started = performance.now();
+  await runWorker(
+    {
+      [IMPORT_JOB_TASK]: async (payload, ctx) => {
+        const handle = createImportHandler({ importers: { contacts: importer }, baseDir: dir, batchSize: o.batch });
+        report = (await handle(payload, ctx)) as { imported: number };
+        return null;
+      },
+    },
+    {
+      db: db.jobs,
+      concurrency: 1,
+      signal: stop.signal,
+      events: {
+        "job:succeeded": (e) => void (e.job.id === jobId && stop.abort()),
+        "job:failed": (e) => {
+          failure = e.error;
+          stop.abort();
+        },
+      },
+    },
+  );
+  const seconds = (performance.now() - started) / 1000;
+  if (failure) throw failure;
+  const { rows } = await db.sql.query<{ n: number | string }>(`SELECT count(*) AS n FROM ${db.contacts} WHERE org = $1`, [ORG]);
+  const measure: Measure = {
+    baseRssMb,
+    imported: (report as { imported: number } | null)?.imported ?? 0,
+    inTable: Number(rows[0]?.n ?? 0),
+    seconds,
+    peakRssMb: mb(process.resourceUsage().maxRSS * 1024),
+  };
+  if (o.backend === "postgres") await db.sql.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+  await db.close();
+  process.stdout.write(JSON.stringify(measure));
+}
+
+async function generate(file: string, rows: number): Promise<void> {
+  const out = createWriteStream(file);
+  out.write("email,name,age\n");
+  for (let i = 1; i <= rows; i++) {
+    if (!out.write(`person${i}@example.com,Person ${i},${i % 100}\n`)) await once(out, "drain");
+  }
+  out.end();
+  await once(out, "finish");
+}
+
+async function main(o: Options): Promise<void> {
+  const dir = await mkdtemp(path.join(tmpdir(), "forge-import-writes-"));
+  try {
+    await mkdir(dir, { recursive: true });
+    const file = path.join(dir, "contacts.csv");
+    await generate(file, o.rows);
+    const { size } = await stat(file);
+    const args = [`--backend=${o.backend}`, `--importer=${o.importer}`, `--batch=${o.batch}`];
+    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--import-only", dir, String(o.rows), ...args], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const [code] = (await once(child, "exit")) as [number | null];
+    if (code !== 0) throw new Error(`the import process exited with ${code}`);
+    const m = JSON.parse(output) as Measure;
+    if (m.imported !== o.rows || m.inTable !== o.rows) throw new Error(`imported ${m.imported} and found ${m.inTable} rows of ${o.rows}`);
+    console.log(
+      `backend=${o.backend} importer=${o.importer} batch=${o.batch} rows=${o.rows} file=${mb(size)}MB time=${m.seconds.toFixed(1)}s ` +
+        `rate=${Math.round(o.rows / m.seconds)} rows/s peakRSS=${m.peakRssMb}MB (${m.baseRssMb}MB before the import) (node ${process.version}, ${process.platform}/${process.arch})`,
+    );
+    if (m.peakRssMb >= LIMIT_MB) {
+      console.error(`peak RSS ${m.peakRssMb}MB is over the ${LIMIT_MB}MB limit`);
+      process.exitCode = 1;
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === "--import-only") await importOnly(process.argv[3]!, options(process.argv.slice(4)));
+else await main(options(process.argv.slice(2)));
