@@ -29,17 +29,35 @@ export function countTriggers({ table, named, index }: SchemaNames, finished: (r
     `INSERT INTO ${inBody} (queue, tenant, status, shard, n) VALUES (${row}.queue, COALESCE(${row}.tenant, ''), ${row}.status, 0, ${delta})
            ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = n + ${delta};`;
   const moved = "(OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.tenant IS NOT NEW.tenant)";
+  return rowCountTriggers({ index, on, prefix: "jobs_count", columns: "status, queue, tenant", counts: finished, moved, bump });
+}
+
+/**
+ * The four row triggers that keep a count table (`prefix`_insert, _delete, _update_old,
+ * _update_new): `bump(row, +1)` for a row inserted or updated into what `counts(row)` holds,
+ * `bump(row, -1)` for one deleted or updated out of it. An update of `columns` that `moved`
+ * the row takes two triggers: SQLite's trigger bodies have no IF.
+ */
+export function rowCountTriggers(t: {
+  index: SchemaNames["index"];
+  on: string;
+  prefix: string;
+  columns: string;
+  counts: (row: "OLD" | "NEW") => string;
+  moved: string;
+  bump: (row: "OLD" | "NEW", delta: 1 | -1) => string;
+}): string[] {
+  const { index, on, prefix, columns, counts, moved, bump } = t;
   return [
-    `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_insert")} AFTER INSERT ON ${on} FOR EACH ROW WHEN ${finished("NEW")}
+    `CREATE TRIGGER IF NOT EXISTS ${index(`${prefix}_insert`)} AFTER INSERT ON ${on} FOR EACH ROW WHEN ${counts("NEW")}
           BEGIN ${bump("NEW", 1)} END`,
-    `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_delete")} AFTER DELETE ON ${on} FOR EACH ROW WHEN ${finished("OLD")}
+    `CREATE TRIGGER IF NOT EXISTS ${index(`${prefix}_delete`)} AFTER DELETE ON ${on} FOR EACH ROW WHEN ${counts("OLD")}
           BEGIN ${bump("OLD", -1)} END`,
-    // Two triggers for an update: SQLite's trigger bodies have no IF.
-    `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_update_old")} AFTER UPDATE OF status, queue, tenant ON ${on} FOR EACH ROW
-          WHEN ${finished("OLD")} AND ${moved}
+    `CREATE TRIGGER IF NOT EXISTS ${index(`${prefix}_update_old`)} AFTER UPDATE OF ${columns} ON ${on} FOR EACH ROW
+          WHEN ${counts("OLD")} AND ${moved}
           BEGIN ${bump("OLD", -1)} END`,
-    `CREATE TRIGGER IF NOT EXISTS ${index("jobs_count_update_new")} AFTER UPDATE OF status, queue, tenant ON ${on} FOR EACH ROW
-          WHEN ${finished("NEW")} AND ${moved}
+    `CREATE TRIGGER IF NOT EXISTS ${index(`${prefix}_update_new`)} AFTER UPDATE OF ${columns} ON ${on} FOR EACH ROW
+          WHEN ${counts("NEW")} AND ${moved}
           BEGIN ${bump("NEW", 1)} END`,
   ];
 }

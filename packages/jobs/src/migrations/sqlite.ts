@@ -1,5 +1,5 @@
 import { SQLITE_NOW, sqliteFinished } from "../dialects/sqlite.js";
-import { countsTable, countTriggers, countsWithoutInLists } from "./sqlite-counts.js";
+import { countsTable, countTriggers, countsWithoutInLists, rowCountTriggers } from "./sqlite-counts.js";
 import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
 
 /** The jobs table of migrations/postgres.ts in SQLite: timestamps are epoch milliseconds (INTEGER), JSON is TEXT. */
@@ -272,17 +272,7 @@ export const sqliteMigrations: Migration[] = [
           n INTEGER NOT NULL,
           PRIMARY KEY (slot, queue, status, shard)
         )`,
-        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_minute_insert")} AFTER INSERT ON ${on} FOR EACH ROW WHEN ${counted("NEW")}
-          BEGIN ${bump("NEW", 1)} END`,
-        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_minute_delete")} AFTER DELETE ON ${on} FOR EACH ROW WHEN ${counted("OLD")}
-          BEGIN ${bump("OLD", -1)} END`,
-        // Two triggers for an update: SQLite's trigger bodies have no IF.
-        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_minute_update_old")} AFTER UPDATE OF status, queue, finished_at ON ${on} FOR EACH ROW
-          WHEN ${counted("OLD")} AND ${moved}
-          BEGIN ${bump("OLD", -1)} END`,
-        `CREATE TRIGGER IF NOT EXISTS ${index("jobs_minute_update_new")} AFTER UPDATE OF status, queue, finished_at ON ${on} FOR EACH ROW
-          WHEN ${counted("NEW")} AND ${moved}
-          BEGIN ${bump("NEW", 1)} END`,
+        ...rowCountTriggers({ index, on, prefix: "jobs_minute", columns: "status, queue, finished_at", counts: counted, moved, bump }),
         `DELETE FROM ${minutes}`,
         upsert(
           `SELECT (finished_at / 60000) % ${MINUTE_SLOTS}, queue, status, 0, finished_at / 60000, count(*) FROM ${table}
