@@ -147,14 +147,6 @@ interface LoadRow {
 }
 
 /**
- * PostgreSQL: one statement for the groups walk and the candidates (each queue's groups by a
- * recursive loose index scan, each group's first ready jobs by a LATERAL walk of its own, the
- * plain jobs of each queue), the running jobs per group, the groups' weights, and whether any
- * limit is stored — what most fair claims need, in one round trip. The running jobs are counted
- * only when a group other than '' has pending jobs: with one group there is no share to weigh,
- * and a worker's deep buffer of keyed jobs would be read on every claim.
- */
-/**
  * PostgreSQL, the CTE `groups (q, g)` of a `WITH RECURSIVE`: each queue's ($1, text[]) groups
  * with pending flow jobs, by a recursive loose index scan (one index probe per group).
  */
@@ -182,6 +174,14 @@ export function pgCandidates(db: JobsDatabase, columns: string, without = ""): s
      SELECT c.* FROM unnest($1::text[]) AS s(q) CROSS JOIN LATERAL (${ready(`queue = s.q AND ${PLAIN}`)}) c`;
 }
 
+/**
+ * PostgreSQL: one statement for the groups walk and the candidates (each queue's groups by a
+ * recursive loose index scan, each group's first ready jobs by a LATERAL walk of its own, the
+ * plain jobs of each queue), the running jobs per group, the groups' weights, and whether any
+ * limit is stored — what most fair claims need, in one round trip. The running jobs are counted
+ * only when a group other than '' has pending jobs: with one group there is no share to weigh,
+ * and a worker's deep buffer of keyed jobs would be read on every claim.
+ */
 export async function candidatesInQueues(db: JobsDatabase, tx: Executor, queues: readonly string[], limit: number, blocked: Blocked): Promise<QueueLoad> {
   const params: unknown[] = [queues, limit];
   const without = exclusions(db, blocked, params);

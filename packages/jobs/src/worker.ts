@@ -66,7 +66,7 @@ export class Worker {
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
   private idleAnnounced = false;
-  /** The loop is waiting on a claim (see fillDuringClaim). */
+  /** The loop is waiting on a claim (see slotsMayBeFree). */
   private claiming = false;
   private fillPending = false;
   private readonly waker = new Waker();
@@ -87,10 +87,7 @@ export class Worker {
     this.buffer = new WorkerBuffer({
       ...this.deps,
       onError: (error, during) => this.error(error, during),
-      wake: () => {
-        this.fillDuringClaim();
-        this.waker.wake();
-      },
+      wake: () => this.slotsMayBeFree(),
     });
     this.completions = new Batcher(
       async (items) => {
@@ -203,11 +200,13 @@ export class Worker {
   }
 
   /**
-   * While the loop waits on a claim, slots freed (or start writes landed) still start buffered
-   * jobs: the buffer is there to keep the slots busy during claims. Deferred to the end of the
-   * tick, so slots freed together start together, in one start write.
+   * A slot freed or a start write landed: the loop has something to do. While it waits on a
+   * claim, buffered jobs still start here, since the buffer is there to keep the slots busy
+   * during claims; deferred to the end of the tick, so slots freed together start together, in
+   * one start write.
    */
-  private fillDuringClaim(): void {
+  private slotsMayBeFree(): void {
+    this.waker.wake();
     if (!this.claiming || this.fillPending) return;
     this.fillPending = true;
     setImmediate(() => {
@@ -248,8 +247,7 @@ export class Worker {
     this.plan.prefetch.handlerTook(durationMs);
     // Free the slot now; the write below may wait for its batch.
     this.running.delete(job.token);
-    this.fillDuringClaim();
-    this.waker.wake();
+    this.slotsMayBeFree();
     if (run.abort.reason?.reason === "shutdown") return; // handed back already; whatever it produced is fenced out
     if (outcome.kind === "succeeded") this.completing.set(job.token, job.id);
     try {
