@@ -8,10 +8,9 @@
 // then INSERT … ON CONFLICT DO UPDATE, so a file imported twice duplicates nothing). The import
 // runs in a child process, so the peak RSS printed is the import's own (worker, driver and
 // parser included). The sample's tables exist on PostgreSQL and SQLite only.
-import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { createWriteStream } from "node:fs";
-import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,12 +18,12 @@ import { enqueue, runWorker } from "@forge/jobs";
 import { createImportHandler, importPayload, IMPORT_JOB_TASK, type Importer } from "../../packages/import-export/src/index.js";
 import { CONTACTS_HEADER, contactsImporter, validateContact, type Contact } from "../../apps/sample/src/contacts.js";
 import { AppDatabase, migrateApp, openDatabase } from "../../apps/sample/src/db.js";
+import { inChild, mb } from "./child.js";
 
 const LIMIT_MB = 150;
 const ORG = "org-bench";
 const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const SCHEMA = "bench_import";
-const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10;
 
 interface Options {
   rows: number;
@@ -141,19 +140,11 @@ async function generate(file: string, rows: number): Promise<void> {
 async function main(o: Options): Promise<void> {
   const dir = await mkdtemp(path.join(tmpdir(), "forge-import-writes-"));
   try {
-    await mkdir(dir, { recursive: true });
     const file = path.join(dir, "contacts.csv");
     await generate(file, o.rows);
     const { size } = await stat(file);
     const args = [`--backend=${o.backend}`, `--importer=${o.importer}`, `--batch=${o.batch}`];
-    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--import-only", dir, String(o.rows), ...args], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    let output = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    const [code] = (await once(child, "exit")) as [number | null];
-    if (code !== 0) throw new Error(`the import process exited with ${code}`);
-    const m = JSON.parse(output) as Measure;
+    const m = await inChild<Measure>(fileURLToPath(import.meta.url), ["--import-only", dir, String(o.rows), ...args]);
     if (m.imported !== o.rows || m.inTable !== o.rows) throw new Error(`imported ${m.imported} and found ${m.inTable} rows of ${o.rows}`);
     console.log(
       `backend=${o.backend} importer=${o.importer} batch=${o.batch} rows=${o.rows} file=${mb(size)}MB time=${m.seconds.toFixed(1)}s ` +

@@ -5,8 +5,6 @@
 // Each measure runs in a child process of its own, so its peak RSS is its own. The workbook
 // is written twice: with shared strings (as Excel writes them: the reader caches the
 // table) and with inline strings (as the exporter writes them).
-import { spawn } from "node:child_process";
-import { once } from "node:events";
 import { mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
@@ -14,9 +12,9 @@ import { fileURLToPath } from "node:url";
 import ExcelJS from "exceljs";
 import { createExportHandler, createImportHandler, exportPayload, importPayload, type ImportProgress } from "../../packages/import-export/src/index.js";
 import { xlsxFormat } from "../../packages/import-export/src/xlsx.js";
+import { inChild, mb } from "./child.js";
 
 const COLUMNS = ["id", "name", "email", "city", "amount", "joined", "team", "phone", "score", "note"];
-const mb = (bytes: number) => Math.round((bytes / 1024 / 1024) * 10) / 10;
 
 function row(i: number): unknown[] {
   return [
@@ -85,13 +83,8 @@ async function exportOnly(dir: string, rows: number): Promise<void> {
   process.stdout.write(JSON.stringify({ rows: result.rows, seconds, peakRssMb: mb(process.resourceUsage().maxRSS * 1024), rssByTenth }));
 }
 
-async function child(args: string[]): Promise<{ rows: number; seconds: number; peakRssMb: number; rssByTenth: number[] }> {
-  const proc = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...args], { stdio: ["ignore", "pipe", "inherit"] });
-  let output = "";
-  proc.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const [code] = (await once(proc, "exit")) as [number | null];
-  if (code !== 0) throw new Error(`${args[0]} exited with ${code}`);
-  return JSON.parse(output) as { rows: number; seconds: number; peakRssMb: number; rssByTenth: number[] };
+function child(args: string[]): Promise<{ rows: number; seconds: number; peakRssMb: number; rssByTenth: number[] }> {
+  return inChild(fileURLToPath(import.meta.url), args);
 }
 
 interface Measure {
