@@ -118,7 +118,7 @@ export class WorkerBuffer {
     const runAll = (owned: Set<string> | null) => {
       this.failures = 0;
       for (const job of jobs) {
-        if (owned && !owned.has(job.token)) this.deps.emitter.emit("job:fenced", { job: jobInfo(job), write: "start" });
+        if (owned && !owned.has(job.token)) this.deps.emitter.emit("job:fenced", { job: jobInfo(job), claimToken: job.token, write: "start" });
         else if (stopping())
           this.push(job); // handed back (with its attempt) by shutdown
         else run(job, answered);

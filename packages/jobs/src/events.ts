@@ -1,30 +1,40 @@
 import type { ReclaimedJob } from "./reclaim.js";
 import type { JobInfo } from "./types.js";
 
+/**
+ * What every event of one run carries: the job, and the run's claim token (`ctx.claimToken`).
+ * The token tells two runs of the same job at the same attempt apart: a buffered job whose start
+ * was refused used no attempt, so it may be claimed and run again with that attempt number.
+ */
+export type RunEvent = {
+  job: JobInfo;
+  claimToken: string;
+};
+
 /** Every event a worker (or processOne / drain) emits, with its payload. */
 export interface WorkerEvents {
-  "job:claimed": { job: JobInfo };
-  "job:started": { job: JobInfo; waitMs: number };
-  "job:succeeded": { job: JobInfo; durationMs: number };
+  "job:claimed": RunEvent;
+  "job:started": RunEvent & { waitMs: number };
+  "job:succeeded": RunEvent & { durationMs: number };
   /** The run threw (or had no handler). `willRetry` says whether it goes back to pending. */
-  "job:failed": { job: JobInfo; error: unknown; willRetry: boolean; retryInSeconds: number | null; durationMs: number };
-  "job:retried": { job: JobInfo; retryInSeconds: number };
+  "job:failed": RunEvent & { error: unknown; willRetry: boolean; retryInSeconds: number | null; durationMs: number };
+  "job:retried": RunEvent & { retryInSeconds: number };
   /** Taken back from a lost worker by this worker's sweep. */
   "job:reclaimed": { job: ReclaimedJob };
   /**
    * A running job's lease was extended (the worker's lease keeper, or the handler's
    * `ctx.heartbeat()`): the database accepted the extension that left at `sentAt`.
    */
-  "job:heartbeat": { job: JobInfo; sentAt: Date };
+  "job:heartbeat": RunEvent & { sentAt: Date };
   /** A write of a run that no longer owns its job was refused. */
-  "job:fenced": { job: JobInfo; write: "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" };
+  "job:fenced": RunEvent & { write: "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" };
   /**
    * The handler snoozed (an error with `snoozeSeconds`, or `snooze()`): back to pending, due in
    * `snoozeSeconds`, its attempt given back. `snoozes` counts this one.
    */
-  "job:snoozed": { job: JobInfo; snoozeSeconds: number; snoozes: number };
+  "job:snoozed": RunEvent & { snoozeSeconds: number; snoozes: number };
   /** Handed back without consuming an attempt (shutdown). */
-  "job:released": { job: JobInfo };
+  "job:released": RunEvent;
   /**
    * A claim held back pending jobs of these concurrency keys: at their concurrency limit or out
    * of tokens. `retryInMs`: when the next token refills, if a rate held one back.

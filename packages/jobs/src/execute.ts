@@ -42,9 +42,9 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     heartbeat: async () => {
       const sentAt = new Date();
       const owned = (await extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)).has(job.token);
-      if (owned) deps.emitter.emit("job:heartbeat", { job: info, sentAt });
+      if (owned) deps.emitter.emit("job:heartbeat", { job: info, claimToken: job.token, sentAt });
       else {
-        deps.emitter.emit("job:fenced", { job: info, write: "heartbeat" });
+        deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "heartbeat" });
         loseJob(abort, info);
       }
       return owned;
@@ -60,7 +60,7 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     batch: () => readBatchSummary(deps.db, job.id, job.tenant),
   };
   function checkpointFenced(): void {
-    deps.emitter.emit("job:fenced", { job: info, write: "checkpoint" });
+    deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "checkpoint" });
     loseJob(abort, info);
   }
   // checkpointIn (the same fenced write in the application's transaction) finds the run by its ctx.

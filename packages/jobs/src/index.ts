@@ -46,7 +46,7 @@ export { JobAbortedError } from "./abort.js";
 export { snooze, JobSnooze, MAX_SNOOZE_SECONDS } from "./snooze.js";
 export { retryDelaySeconds } from "./backoff.js";
 export { PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH } from "./priority.js";
-export type { WorkerEvents, WorkerEventName, WorkerListener, WorkerEventHandlers } from "./events.js";
+export type { RunEvent, WorkerEvents, WorkerEventName, WorkerListener, WorkerEventHandlers } from "./events.js";
 export type { Logger } from "./logger.js";
 export type {
   Job,

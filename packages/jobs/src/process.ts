@@ -50,7 +50,7 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
   if (!job) return false;
   served?.note(job.group);
   const info = jobInfo(job);
-  deps.emitter.emit("job:claimed", { job: info });
+  deps.emitter.emit("job:claimed", { job: info, claimToken: job.token });
   const abort = new RunAbort();
   // Keep the lease alive while the handler runs, as the worker does for its jobs.
   const keepAlive = setInterval(
@@ -58,7 +58,7 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
       extendLeases(deps.db, [{ id: job.id, token: job.token }], deps.lease)
         .then((owned) => {
           if (owned.has(job.token)) return;
-          deps.emitter.emit("job:fenced", { job: info, write: "heartbeat" });
+          deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "heartbeat" });
           loseJob(abort, info);
         })
         .catch((error: unknown) => deps.emitter.emit("worker:error", { workerId, error, during: "lease extension" }));
@@ -66,7 +66,7 @@ async function processNext(handlers: Handlers, deps: RunDeps, queue: string, wor
     timerMs(Math.max(50, (deps.lease * 1000) / EXTENSIONS_PER_LEASE)),
   );
   const started = Date.now();
-  deps.emitter.emit("job:started", { job: info, waitMs: Math.max(0, started - job.runAt.getTime()) });
+  deps.emitter.emit("job:started", { job: info, claimToken: job.token, waitMs: Math.max(0, started - job.runAt.getTime()) });
   let outcome: RunOutcome;
   try {
     outcome = await runHandler(job, info, handlers, deps, abort);

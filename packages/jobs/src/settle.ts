@@ -41,10 +41,10 @@ export async function settle(job: ClaimedJob, info: JobInfo, outcome: RunOutcome
   if (outcome.kind === "succeeded") {
     const kept = await writes.complete({ id: job.id, token: job.token, result: outcome.result });
     if (!kept) {
-      deps.emitter.emit("job:fenced", { job: info, write: "complete" });
+      deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "complete" });
       return;
     }
-    deps.emitter.emit("job:succeeded", { job: info, durationMs });
+    deps.emitter.emit("job:succeeded", { job: info, claimToken: job.token, durationMs });
     // Not even built for the default silent logger: one object and one string per job.
     if (deps.logger !== silentLogger)
       deps.logger.debug({ jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempt, durationMs }, `job ${job.id} done`);
@@ -72,7 +72,7 @@ async function recordSnooze(
 ): Promise<void> {
   const count = await readSnoozes(deps.db, job.id, job.token);
   if (count === null) {
-    deps.emitter.emit("job:fenced", { job: info, write: "snooze" });
+    deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "snooze" });
     return;
   }
   if (count.snoozes >= count.maxSnoozes) {
@@ -80,11 +80,11 @@ async function recordSnooze(
     return;
   }
   if (!(await failJob(deps.db, job.id, job.token, { kind: "snooze", delay: outcome.seconds }, null))) {
-    deps.emitter.emit("job:fenced", { job: info, write: "snooze" });
+    deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "snooze" });
     return;
   }
   const snoozes = count.snoozes + 1;
-  deps.emitter.emit("job:snoozed", { job: info, snoozeSeconds: outcome.seconds, snoozes });
+  deps.emitter.emit("job:snoozed", { job: info, claimToken: job.token, snoozeSeconds: outcome.seconds, snoozes });
   if (deps.logger !== silentLogger) {
     const shortened = outcome.asked > outcome.seconds ? ` (asked ${outcome.asked}s, more than MAX_SNOOZE_SECONDS)` : "";
     deps.logger.info(
@@ -125,7 +125,10 @@ function overSnoozed(snoozes: number, maxSnoozes: number, outcome: Extract<RunOu
 /** Hands a held or unfinished job back at shutdown, without using an attempt. */
 export async function handBack(job: ClaimedJob, info: JobInfo, deps: RunDeps, writes: SettleWrites): Promise<void> {
   const written = await writes.persist(() => failJob(deps.db, job.id, job.token, { kind: "release" }, null), "handing back a job");
-  deps.emitter.emit(written ? "job:released" : "job:fenced", written ? { job: info } : { job: info, write: "release" });
+  deps.emitter.emit(
+    written ? "job:released" : "job:fenced",
+    written ? { job: info, claimToken: job.token } : { job: info, claimToken: job.token, write: "release" },
+  );
 }
 
 /** Writes a failed run: back to pending after the backoff while attempts remain, else failed. */
@@ -150,10 +153,10 @@ async function recordFailure(
     written = await failJob(deps.db, job.id, job.token, verdict, `the database refused to store this job's error: ${(error as Error).message}`);
   }
   if (!written) {
-    deps.emitter.emit("job:fenced", { job: info, write: "fail" });
+    deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "fail" });
     return;
   }
-  deps.emitter.emit("job:failed", { job: info, error: outcome.error, willRetry, retryInSeconds: delay, durationMs });
+  deps.emitter.emit("job:failed", { job: info, claimToken: job.token, error: outcome.error, willRetry, retryInSeconds: delay, durationMs });
   deps.logger.warn(
     {
       jobId: job.id,
@@ -171,5 +174,5 @@ async function recordFailure(
     },
     willRetry ? `job ${job.id} (${job.task}) failed, retrying in ${delay}s` : `job ${job.id} (${job.task}) failed`,
   );
-  if (delay !== null) deps.emitter.emit("job:retried", { job: info, retryInSeconds: delay });
+  if (delay !== null) deps.emitter.emit("job:retried", { job: info, claimToken: job.token, retryInSeconds: delay });
 }

@@ -177,7 +177,7 @@ export class Worker {
           failures = 0;
           if (claimed.throttled.length > 0) this.emitter.emit("worker:throttled", { workerId: this.id, keys: claimed.throttled, retryInMs: claimed.retryInMs });
           if (!claimed.more) this.mayHaveWork = false;
-          if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job) });
+          if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job), claimToken: job.token });
           // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
           for (const job of jobs) {
             if (job.started && this.state === "running") this.start(job);
@@ -233,7 +233,7 @@ export class Worker {
     const startedAt = Date.now();
     const run = { job, info, abort: new RunAbort(), startedAt, answered } as Run;
     this.running.set(job.token, run);
-    this.emitter.emit("job:started", { job: info, waitMs: Math.max(0, startedAt - job.runAt.getTime()) });
+    this.emitter.emit("job:started", { job: info, claimToken: job.token, waitMs: Math.max(0, startedAt - job.runAt.getTime()) });
     run.done = this.execute(run);
     this.finishing.add(run.done);
     const finished = () => this.finishing.delete(run.done);
@@ -287,19 +287,19 @@ export class Worker {
     for (const { token } of claims) {
       const run = this.running.get(token);
       if (owned.has(token)) {
-        if (run) this.emitter.emit("job:heartbeat", { job: run.info, sentAt });
+        if (run) this.emitter.emit("job:heartbeat", { job: run.info, claimToken: token, sentAt });
         continue;
       }
       if (run) this.lost(run.job, "heartbeat");
       const dropped = this.buffer.drop(token);
-      if (dropped) this.emitter.emit("job:fenced", { job: jobInfo(dropped), write: "heartbeat" });
+      if (dropped) this.emitter.emit("job:fenced", { job: jobInfo(dropped), claimToken: token, write: "heartbeat" });
     }
   }
 
   /** A running job found no longer ours: its run's signal fires; its writes will be refused. */
   private lost(job: ClaimedJob, write: "start" | "heartbeat"): void {
     const run = this.running.get(job.token);
-    this.emitter.emit("job:fenced", { job: run?.info ?? jobInfo(job), write });
+    this.emitter.emit("job:fenced", { job: run?.info ?? jobInfo(job), claimToken: job.token, write });
     if (run) loseJob(run.abort, run.info);
   }
 

@@ -198,7 +198,10 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
         db: t.db,
         queue: "fence",
         lease: 60,
-        events: { "job:heartbeat": (e) => beats.push(`accepted ${e.job.attempt}`), "job:fenced": (e) => beats.push(`refused ${e.write} ${e.job.attempt}`) },
+        events: {
+          "job:heartbeat": (e) => beats.push(`accepted ${e.job.attempt} ${e.claimToken}`),
+          "job:fenced": (e) => beats.push(`refused ${e.write} ${e.job.attempt} ${e.claimToken}`),
+        },
       },
     );
     const oldCtx = await oldStarted.promise;
@@ -223,7 +226,7 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     expect(await oldCtx.heartbeat()).toBe(false);
     expect(oldCtx.signal.aborted).toBe(true);
     // The accepted heartbeat and the refused one, each an event of its own.
-    expect(beats).toEqual(["accepted 1", "refused heartbeat 1"]);
+    expect(beats).toEqual([`accepted 1 ${oldCtx.claimToken}`, `refused heartbeat 1 ${oldCtx.claimToken}`]);
     expect(await heartbeat(oldCtx.claimToken, { db: t.db })).toBe(false);
     let workRan = false;
     expect(

@@ -1,5 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createWorker, enqueue, enqueueMany, getJob, JobAbortedError, JobError, reclaim, runWorker, type JobContext, type WorkerEvents } from "../src/index.js";
+import {
+  createWorker,
+  enqueue,
+  enqueueMany,
+  getJob,
+  JobAbortedError,
+  JobError,
+  reclaim,
+  runWorker,
+  snooze,
+  type JobContext,
+  type WorkerEvents,
+} from "../src/index.js";
 import { JobsDatabase } from "../src/db/database.js";
 import type { Executor } from "../src/db/executor.js";
 import { backends, deferred, waitFor, type TestDatabase } from "./helpers/backends.js";
@@ -319,5 +331,44 @@ describe.each(backends())("the worker ($name)", (backend) => {
     expect(log).toEqual(expect.arrayContaining(["started", "succeeded ok", "failed bad retry=true in 10", "retried bad in 10", "stopped"]));
     expect(log[0]).toBe("started");
     expect(log.at(-1)).toBe("stopped");
+  });
+
+  it("every event of a run carries the run's claim token, which tells apart two runs at the same attempt", async () => {
+    const queue = "run-tokens";
+    const ac = new AbortController();
+    const id = await enqueue("twice", null, { db: t.db, queue });
+    const runs: { attempt: number; token: string }[] = [];
+    const log: string[] = [];
+    const worker = createWorker(
+      {
+        // The first run snoozes (its attempt given back), so the second one runs at attempt 1 too.
+        twice: async (_p, ctx: JobContext) => {
+          runs.push({ attempt: ctx.job.attempt, token: ctx.claimToken });
+          expect(await ctx.heartbeat()).toBe(true);
+          return runs.length === 1 ? snooze(0) : "done";
+        },
+      },
+      { db: t.db, queue, pollInterval: 0.05, signal: ac.signal },
+    );
+    const record = <E extends "job:claimed" | "job:started" | "job:heartbeat" | "job:snoozed" | "job:succeeded">(name: E) =>
+      worker.on(name, (e: WorkerEvents[E]) => log.push(`${name} ${e.job.id}:${e.job.attempt} ${e.claimToken}`));
+    for (const name of ["job:claimed", "job:started", "job:heartbeat", "job:snoozed", "job:succeeded"] as const) record(name);
+    const running = worker.run();
+    await waitFor("the second run to succeed", async () => log.some((l) => l.startsWith("job:succeeded")));
+    ac.abort();
+    await running;
+    expect(runs.map((r) => r.attempt)).toEqual([1, 1]);
+    const [first, second] = runs.map((r) => r.token);
+    expect(first).not.toBe(second);
+    expect(log).toEqual([
+      `job:claimed ${id}:1 ${first}`,
+      `job:started ${id}:1 ${first}`,
+      `job:heartbeat ${id}:1 ${first}`,
+      `job:snoozed ${id}:1 ${first}`,
+      `job:claimed ${id}:1 ${second}`,
+      `job:started ${id}:1 ${second}`,
+      `job:heartbeat ${id}:1 ${second}`,
+      `job:succeeded ${id}:1 ${second}`,
+    ]);
   });
 });

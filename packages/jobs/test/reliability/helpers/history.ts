@@ -99,32 +99,34 @@ export function completedBy(worker: string, jobs: readonly ClaimedJob[], accepte
  * records it: `wrap` records each run's claim (the handler was called) with its token, and
  * `events` (a worker's, or drain's, `events` option) its verdicts — completion and failure
  * written, or refused (`job:fenced`) — its heartbeats (the lease keeper's and the handler's,
- * accepted: `job:heartbeat`, or refused), its sweeps' reclaims and its hand-backs. Runs are known by `job:attempt`, the key the queue's events carry, mapped to
- * the token the handler saw and when it returned (the verdict's `sentAt`). `now` is the clock it
+ * accepted: `job:heartbeat`, or refused), its sweeps' reclaims and its hand-backs. Runs are known by
+ * their claim token, which every run event carries (not by job and attempt: a buffered job whose
+ * start was refused used no attempt, and the same worker may run it again at the same attempt),
+ * mapped to when the handler returned (the verdict's `sentAt`). `now` is the clock it
  * stamps with: the host's, one for every process of the test (a worker whose `Date` is skewed
  * on purpose passes the real one).
  */
 export function historyRecorder(worker: string, sink: (event: HistoryEvent) => void, now: () => number = () => Date.now()) {
   const runs = new Map<string, { token: string; returnedAt: number }>();
   const record = (event: Unstamped) => sink({ ...event, at: now() } as HistoryEvent);
-  const runOf = (job: { id: number; attempt: number }) => runs.get(`${job.id}:${job.attempt}`);
+  const runOf = (claimToken: string) => runs.get(claimToken);
   type Handler = (payload: never, ctx: JobContext) => unknown;
   const events: WorkerEventHandlers = {
-    "job:succeeded": ({ job }) => {
-      const run = runOf(job);
+    "job:succeeded": ({ job, claimToken }) => {
+      const run = runOf(claimToken);
       if (run) record({ kind: "completed", sentAt: run.returnedAt, job: job.id, token: run.token, worker, accepted: true });
     },
-    "job:failed": ({ job, willRetry }) => {
-      const run = runOf(job);
+    "job:failed": ({ job, claimToken, willRetry }) => {
+      const run = runOf(claimToken);
       if (run) record({ kind: "failed", sentAt: run.returnedAt, job: job.id, token: run.token, worker, accepted: true, willRetry });
     },
     // sentAt by the worker's own Date: the time since then, on the recorder's clock.
-    "job:heartbeat": ({ job, sentAt }) => {
-      const run = runOf(job);
+    "job:heartbeat": ({ job, claimToken, sentAt }) => {
+      const run = runOf(claimToken);
       if (run) record({ kind: "heartbeat", sentAt: now() - (Date.now() - sentAt.getTime()), job: job.id, token: run.token, worker, accepted: true });
     },
-    "job:fenced": ({ job, write }) => {
-      const run = runOf(job);
+    "job:fenced": ({ job, claimToken, write }) => {
+      const run = runOf(claimToken);
       if (!run) return; // refused before it started (a prefetched job): no run, nothing it wrote
       const base = { job: job.id, token: run.token, worker, accepted: false };
       if (write === "complete") record({ kind: "completed", sentAt: run.returnedAt, ...base });
@@ -144,7 +146,7 @@ export function historyRecorder(worker: string, sink: (event: HistoryEvent) => v
           task,
           async (payload: never, ctx: JobContext) => {
             const run = { token: ctx.claimToken, returnedAt: Number.POSITIVE_INFINITY };
-            runs.set(`${ctx.job.id}:${ctx.job.attempt}`, run);
+            runs.set(ctx.claimToken, run);
             record({ kind: "claimed", job: ctx.job.id, attempt: ctx.job.attempt, token: ctx.claimToken, worker });
             try {
               return await (handler as Handler)(payload, ctx);
