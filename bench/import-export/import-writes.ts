@@ -1,33 +1,41 @@
 // The sample app's contacts import with real writes: a generated CSV (1,000,000 rows by
 // default) imported by one import job that a worker runs, every row written to the contacts
 // table inside the queue's checkpoints (each batch commits with the import's progress). From
-// the repository root:
-//   npx tsx bench/import-export/import-writes.ts [rows] [--backend=postgres|sqlite] [--importer=insert|upsert] [--batch=N]
+// bench/ (tsx is bench's dependency, not the root's):
+//   npx tsx import-export/import-writes.ts [rows] [--backend=postgres|sqlite|mariadb] [--importer=insert|upsert] [--batch=N]
 // `insert`: one multi-row INSERT per batch (on PostgreSQL, one INSERT … SELECT FROM unnest of
 // four arrays); `upsert`: the sample's own importer (src/contacts.ts: reads the batch's emails,
 // then INSERT … ON CONFLICT DO UPDATE, so a file imported twice duplicates nothing). The import
 // runs in a child process, so the peak RSS printed is the import's own (worker, driver and
-// parser included). The sample's tables exist on PostgreSQL and SQLite only.
+// parser included).
+// The sample's tables exist on PostgreSQL (schema bench_import, dropped before and after) and
+// SQLite (a temporary file) only: on MariaDB (BENCH_MARIADB_URL, default
+// mysql://root@127.0.0.1:3306/test) the queue lives in the database bench_import (the `schema`
+// option; dropped before and after) and this script creates the contacts table there itself
+// (the sample's columns, InnoDB, UNIQUE (org, email), utf8mb4_nopad_bin as the queue's tables);
+// its `upsert` is the sample's importer in MariaDB's form (the same read of the batch's emails,
+// then INSERT … ON DUPLICATE KEY UPDATE, updated_at only moved when name or age changed).
 import { once } from "node:events";
 import { createWriteStream } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { enqueue, runWorker } from "@forge/jobs";
+import { connect, enqueue, migrate, runWorker, type JobsDatabase } from "@forge/jobs";
 import { createImportHandler, importPayload, IMPORT_JOB_TASK, type Importer } from "../../packages/import-export/src/index.js";
 import { CONTACTS_HEADER, contactsImporter, validateContact, type Contact } from "../../apps/sample/src/contacts.js";
-import { AppDatabase, migrateApp, openDatabase } from "../../apps/sample/src/db.js";
+import { migrateApp, openDatabase, type Sql } from "../../apps/sample/src/db.js";
 import { inChild, mb } from "./child.js";
 
 const LIMIT_MB = 150;
 const ORG = "org-bench";
 const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const MARIADB_URL = process.env.BENCH_MARIADB_URL ?? "mysql://root@127.0.0.1:3306/test";
 const SCHEMA = "bench_import";
 
 interface Options {
   rows: number;
-  backend: "postgres" | "sqlite";
+  backend: "postgres" | "sqlite" | "mariadb";
   importer: "insert" | "upsert";
   batch: number;
 }
@@ -45,14 +53,55 @@ function options(argv: string[]): Options {
   const flag = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.split("=")[1];
   const backend = flag("backend") ?? "postgres";
   const importer = flag("importer") ?? "insert";
-  if (backend !== "postgres" && backend !== "sqlite") throw new Error(`--backend must be postgres or sqlite, got ${backend}`);
+  if (backend !== "postgres" && backend !== "sqlite" && backend !== "mariadb") throw new Error(`--backend must be postgres, sqlite or mariadb, got ${backend}`);
   if (importer !== "insert" && importer !== "upsert") throw new Error(`--importer must be insert or upsert, got ${importer}`);
   const rows = Number(argv.find((a) => /^\d+$/.test(a)) ?? 1_000_000);
   return { rows, backend, importer, batch: Number(flag("batch") ?? 500) };
 }
 
+/**
+ * What the importers write through: the sample's AppDatabase on PostgreSQL and SQLite; on
+ * MariaDB, where the sample refuses to open (its tables have no MariaDB migration), the same
+ * shape made by `openMariadb`.
+ */
+interface ContactsDatabase {
+  readonly jobs: JobsDatabase;
+  /** Quoted, qualified contacts table. */
+  readonly contacts: string;
+  readonly sql: Sql;
+  /** The SQL runner on the driver object a checkpoint hands its work (a mysql2 connection on MariaDB). */
+  on(tx: unknown): Sql;
+  close(): Promise<void>;
+}
+
+/** The queue in the database SCHEMA (created by migrate, dropped first), and the sample's contacts table made here. */
+async function openMariadb(): Promise<ContactsDatabase> {
+  const jobs = connect(MARIADB_URL, { schema: SCHEMA });
+  const contacts = `\`${SCHEMA}\`.\`contacts\``;
+  await jobs.executor.query(`DROP DATABASE IF EXISTS \`${SCHEMA}\``);
+  await migrate({ db: jobs });
+  // The sample's columns (apps/sample/src/db.ts); name and email at the lengths validateContact allows.
+  await jobs.executor.query(`CREATE TABLE ${contacts} (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    org VARCHAR(255) NOT NULL,
+    email VARCHAR(254) NOT NULL,
+    name VARCHAR(200) NOT NULL,
+    age INT CHECK (age BETWEEN 0 AND 150),
+    created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+    UNIQUE KEY contacts_org_email (org, email)
+  ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`);
+  return {
+    jobs,
+    contacts,
+    sql: jobs.executor,
+    on: (tx) => (tx === undefined || tx === null ? jobs.executor : jobs.bind(tx).executor),
+    close: () => jobs.close(),
+  };
+}
+
 /** A plain importer: every valid row of a batch inserted, in one statement, in the checkpoint's transaction. */
-function insertImporter(db: AppDatabase): Importer<Contact> {
+function insertImporter(db: ContactsDatabase): Importer<Contact> {
   const postgres = db.jobs.dialect === "postgres";
   return {
     header: { required: [...CONTACTS_HEADER.required], optional: [...CONTACTS_HEADER.optional], aliases: CONTACTS_HEADER.aliases },
@@ -76,15 +125,63 @@ function insertImporter(db: AppDatabase): Importer<Contact> {
   };
 }
 
+/**
+ * The sample's upsert (contactsImporter) in MariaDB's form: the batch's emails read first for
+ * the created/updated/unchanged counts, then INSERT … ON DUPLICATE KEY UPDATE on (org, email),
+ * so a file imported twice duplicates nothing. updated_at is assigned first (MariaDB assigns
+ * left to right): it moves only when name or age changes, and an unchanged row is not written.
+ */
+function mariadbUpsertImporter(db: ContactsDatabase, org: string): Importer<Contact> {
+  return {
+    header: { required: [...CONTACTS_HEADER.required], optional: [...CONTACTS_HEADER.optional], aliases: CONTACTS_HEADER.aliases },
+    naturalKey: ["email"],
+    validate: (row) => validateContact(row),
+    async writeBatch(values, tx) {
+      if (values.length === 0) return { created: 0, updated: 0, unchanged: 0 };
+      const sql = db.on(tx);
+      const keys = values.map((_, i) => `$${i + 2}`).join(", ");
+      const { rows } = await sql.query<{ email: string; name: string; age: number | string | null }>(
+        `SELECT email, name, age FROM ${db.contacts} WHERE org = $1 AND email IN (${keys})`,
+        [org, ...values.map((c) => c.email)],
+      );
+      const before = new Map(rows.map((r) => [r.email, r]));
+      const counts = { created: 0, updated: 0, unchanged: 0 };
+      for (const c of values) {
+        const old = before.get(c.email);
+        if (old === undefined) counts.created += 1;
+        else if (old.name === c.name && (old.age === null ? null : Number(old.age)) === c.age) counts.unchanged += 1;
+        else counts.updated += 1;
+      }
+      const params: unknown[] = [];
+      const tuples = values.map((c) => `($${params.push(org)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
+      await sql.query(
+        `INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples.join(", ")}
+         ON DUPLICATE KEY UPDATE
+           updated_at = IF(name <=> VALUES(name) AND age <=> VALUES(age), updated_at, UTC_TIMESTAMP(6)),
+           name = VALUES(name), age = VALUES(age)`,
+        params,
+      );
+      return counts;
+    },
+  };
+}
+
 async function importOnly(dir: string, o: Options): Promise<void> {
-  const file = path.join(dir, "contacts.sqlite");
-  const db = openDatabase({
-    databaseUrl: o.backend === "postgres" ? PG_URL : `sqlite:${file}`,
-    databaseSchema: o.backend === "postgres" ? SCHEMA : undefined,
-  });
-  if (o.backend === "postgres") await db.sql.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
-  await migrateApp(db);
-  const importer = o.importer === "insert" ? insertImporter(db) : contactsImporter(db, ORG);
+  let db: ContactsDatabase;
+  let importer: Importer<Contact>;
+  if (o.backend === "mariadb") {
+    db = await openMariadb();
+    importer = o.importer === "insert" ? insertImporter(db) : mariadbUpsertImporter(db, ORG);
+  } else {
+    const app = openDatabase({
+      databaseUrl: o.backend === "postgres" ? PG_URL : `sqlite:${path.join(dir, "contacts.sqlite")}`,
+      databaseSchema: o.backend === "postgres" ? SCHEMA : undefined,
+    });
+    if (o.backend === "postgres") await app.sql.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+    await migrateApp(app);
+    db = app;
+    importer = o.importer === "insert" ? insertImporter(app) : contactsImporter(app, ORG);
+  }
   const jobId = await enqueue(IMPORT_JOB_TASK, importPayload({ importer: "contacts", file: "contacts.csv" }), { db: db.jobs, tenant: ORG });
   const baseRssMb = mb(process.memoryUsage.rss());
   const stop = new AbortController();
@@ -123,6 +220,7 @@ async function importOnly(dir: string, o: Options): Promise<void> {
     peakRssMb: mb(process.resourceUsage().maxRSS * 1024),
   };
   if (o.backend === "postgres") await db.sql.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+  if (o.backend === "mariadb") await db.sql.query(`DROP DATABASE IF EXISTS \`${SCHEMA}\``);
   await db.close();
   process.stdout.write(JSON.stringify(measure));
 }
