@@ -74,17 +74,32 @@ export function targets(r: Results): TargetLine[] {
     const p99 = v(lat, "forge", "p99");
     lines.push({ target: "latency p99 ≤ 8 ms", measured: ms(p99), met: ok(p99, (n) => n <= 8) });
   }
-  const scale = find(r, "scale");
-  if (scale && scale.rows.length === 2) {
-    const k = value(scale.rows[1]!, "jobs/s") / value(scale.rows[0]!, "jobs/s");
-    lines.push({ target: "8 processes keep ≥ 80% of the single-process rate", measured: x(k), met: ok(k, (n) => n >= 0.8) });
-  }
+  lines.push(...scaleTargets(r));
   const bloat = find(r, "bloat");
   if (bloat) {
     const k = v(bloat, "forge-1m") / v(bloat, "forge");
     lines.push({ target: "1M finished rows slow the claim by ≤ 20%", measured: `${x(k)} of the empty-table rate`, met: ok(k, (n) => n >= 0.8) });
   }
   lines.push(...flowTargets(r));
+  return lines;
+}
+
+/** Issue 21: the target is PostgreSQL's; MariaDB's 8 processes are reported beside it. */
+function scaleTargets(r: Results): TargetLine[] {
+  const lines: TargetLine[] = [];
+  // Judged on each round's 8 processes ÷ the single process of the same round (median over
+  // rounds); the medians of the rates are shown beside it, as on a noisy machine they can differ.
+  const measured = (id: string) => {
+    const t = find(r, id);
+    const k = v(t, "forge-8p", "÷ one process");
+    return { k, text: `${x(k)} (median rates: ${Math.round(v(t, "forge-8p"))} vs ${Math.round(v(t, "forge-1p"))} jobs/s)` };
+  };
+  const pg = measured("scale");
+  if (Number.isFinite(pg.k))
+    lines.push({ target: "PostgreSQL: 8 processes × concurrency 50 keep ≥ 0.95× one process's rate", measured: pg.text, met: ok(pg.k, (n) => n >= 0.95) });
+  const maria = measured("scale-mariadb");
+  if (Number.isFinite(maria.k))
+    lines.push({ target: "MariaDB: 8 processes × concurrency 50 ÷ one process (reported, no target)", measured: maria.text, met: null });
   return lines;
 }
 

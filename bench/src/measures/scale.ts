@@ -1,31 +1,61 @@
 import { fork, type ChildProcess } from "node:child_process";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { PG_URL, SCHEMA } from "../lib/env.js";
-import { addSample, settle, type Ctx } from "./common.js";
+import { SCHEMA } from "../lib/env.js";
 import type { Row } from "../lib/report.js";
 import { rotate, sleep } from "../lib/stats.js";
 import { ForgeSystem } from "../systems/forge.js";
-import { pgForgeAdmin } from "../systems/pg-admin.js";
+import { addSample, settle, type Ctx } from "./common.js";
+import { BACKEND_TITLE, forgeTarget, type ForgeTarget } from "./flow-backends.js";
 
 const CHILD = fileURLToPath(new URL("../scale-child.ts", import.meta.url));
 /** tsx's loader by absolute URL, so the children start whatever the working directory. */
 export const TSX = import.meta.resolve("tsx");
 
-function spawnWorkers(count: number, concurrency: number): Promise<ChildProcess[]> {
-  return Promise.all(
-    Array.from({ length: count }, () => {
-      const child = fork(CHILD, [PG_URL, SCHEMA.forgeScale, String(concurrency)], {
-        execArgv: ["--import", TSX],
-        stdio: ["ignore", "inherit", "inherit", "ipc"],
-      });
-      return new Promise<ChildProcess>((resolve, reject) => {
-        child.once("message", () => resolve(child));
-        child.once("error", reject);
-        child.once("exit", (code) => reject(new Error(`scale worker exited with ${code} before it was ready`)));
-      });
-    }),
-  );
+type ScaleBackend = "postgres" | "mariadb";
+/** The MariaDB database of this measure (PostgreSQL's schema is SCHEMA.forgeScale). */
+const MARIADB_DB = "bench_forge_scale";
+/**
+ * MariaDB runs ours several times slower than PostgreSQL on this machine: with a matching share
+ * of the jobs its runs last about as long, so the processes' start weighs the same in both.
+ */
+const MARIADB_JOB_SHARE = 1 / 8;
+const PER_ROUND = "÷ one process";
+
+/** 1, 2, 4 … up to `most` processes. */
+function processCounts(most: number): number[] {
+  const counts: number[] = [];
+  for (let k = 1; k < most; k *= 2) counts.push(k);
+  return [...counts, most];
+}
+
+/** "1, 2, 4 and 8". */
+function spoken(counts: number[]): string {
+  return counts.length > 1 ? `${counts.slice(0, -1).join(", ")} and ${counts[counts.length - 1]}` : String(counts[0]);
+}
+
+/** Forks the worker processes and waits until each has loaded; if one fails, the others are ended. */
+async function spawnWorkers(target: ForgeTarget, count: number, concurrency: number): Promise<ChildProcess[]> {
+  const children: ChildProcess[] = [];
+  const ready = Array.from({ length: count }, () => {
+    const child = fork(CHILD, [target.url, target.schema ?? "", String(concurrency)], {
+      execArgv: ["--import", TSX],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    children.push(child);
+    return new Promise<void>((resolve, reject) => {
+      child.once("message", () => resolve());
+      child.once("error", reject);
+      child.once("exit", (code) => reject(new Error(`scale worker exited with ${code} before it was ready`)));
+    });
+  });
+  const settled = await Promise.allSettled(ready);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) {
+    for (const child of children) child.kill();
+    throw failed.reason;
+  }
+  return children;
 }
 
 function stopWorkers(children: ChildProcess[]): Promise<number> {
@@ -42,17 +72,36 @@ function stopWorkers(children: ChildProcess[]): Promise<number> {
 }
 
 /**
- * P worker processes (each runWorker with concurrency C, pool 10) on one PostgreSQL against one
- * such process. Processes are started and loaded first; the clock starts at "go" and stops when
- * the database holds no unfinished job.
+ * P worker processes (each runWorker with concurrency C, defaults otherwise) on one database, for
+ * P = 1, 2, 4 … scaleProcesses, on PostgreSQL and on MariaDB. Processes are started and loaded
+ * first; the clock starts at "go" and stops when the database holds no unfinished job.
  */
 export async function run(ctx: Ctx): Promise<void> {
-  const { scaleJobs: n, scaleProcesses: p, scaleConcurrency: c, rounds } = ctx.sizes;
-  const sys = new ForgeSystem("forge", "@forge/jobs", "postgres", PG_URL, SCHEMA.forgeScale, pgForgeAdmin(ctx.admin));
-  await sys.prepare();
-  const shapes = [1, p];
+  await backend(ctx, "postgres", SCHEMA.forgeScale, ctx.sizes.scaleJobs);
+  await backend(ctx, "mariadb", MARIADB_DB, Math.round(ctx.sizes.scaleJobs * MARIADB_JOB_SHARE));
+}
+
+async function backend(ctx: Ctx, name: ScaleBackend, schema: string, n: number): Promise<void> {
+  const { scaleProcesses, scaleConcurrency: c, rounds, runTimeoutS } = ctx.sizes;
+  const title = BACKEND_TITLE[name];
+  let target: ForgeTarget;
+  try {
+    target = await forgeTarget(ctx.admin, name, schema);
+  } catch (error) {
+    ctx.skip(`scale (${name})`, `${title} is not reachable: ${(error as Error).message.split("\n")[0]}`);
+    return;
+  }
+  const sys = new ForgeSystem("forge", "@forge/jobs", name, target.url, target.schema, target.admin);
+  try {
+    await sys.prepare();
+  } catch (error) {
+    await target.cleanup().catch(() => undefined);
+    ctx.skip(`scale (${name})`, (error as Error).message.split("\n")[0]!);
+    return;
+  }
+  const counts = processCounts(scaleProcesses);
   const rows = new Map<number, Row>(
-    shapes.map((k) => [
+    counts.map((k) => [
       k,
       {
         system: `forge-${k}p`,
@@ -62,16 +111,19 @@ export async function run(ctx: Ctx): Promise<void> {
       },
     ]),
   );
+  const windowS = runTimeoutS * 2;
   for (let r = 0; r < rounds; r++) {
-    process.stdout.write(`  scale round ${r + 1}:`);
-    for (const k of rotate(shapes, r)) {
+    process.stdout.write(`  scale ${name} round ${r + 1}:`);
+    const rates = new Map<number, number>();
+    for (const k of rotate(counts, r)) {
       await sys.reset();
       for (let i = 0; i < n; i += 5000) await sys.enqueueBulk(Array.from({ length: Math.min(5000, n - i) }, (_, j) => ({ i: i + j })));
-      const children = await spawnWorkers(k, c);
-      await settle(ctx.admin);
+      const children = await spawnWorkers(target, k, c);
+      // CHECKPOINT is PostgreSQL's; MariaDB only waits for the idle machine.
+      await settle(name === "postgres" ? ctx.admin : null);
       const t0 = performance.now();
       for (const child of children) child.send({ type: "go" });
-      const deadline = t0 + ctx.sizes.runTimeoutS * 2000;
+      const deadline = t0 + windowS * 1000;
       let left = n;
       while (left > 0 && performance.now() < deadline) {
         await sleep(20);
@@ -80,26 +132,30 @@ export async function run(ctx: Ctx): Promise<void> {
       const seconds = (performance.now() - t0) / 1000;
       const seen = await stopWorkers(children);
       const rate = (n - left) / seconds;
-      addSample(rows.get(k)!, "jobs/s", rate);
-      if (left > 0) rows.get(k)!.note = `rate over a ${ctx.sizes.runTimeoutS * 2} s window`;
-      if (seen < n - left) rows.get(k)!.note = `handlers saw ${seen} of ${n - left} completed`;
+      const row = rows.get(k)!;
+      rates.set(k, rate);
+      addSample(row, "jobs/s", rate);
+      if (left > 0) row.note = `rate over a ${windowS} s window`;
+      if (seen < n - left) row.note = `handlers saw ${seen} of ${n - left} completed`;
       process.stdout.write(` ${k}p ${Math.round(rate)}`);
     }
+    // Each count against the single process of the same round, so drift between rounds cancels.
+    for (const k of counts) addSample(rows.get(k)!, PER_ROUND, rates.get(k)! / rates.get(1)!);
     process.stdout.write("\n");
   }
   await sys.close();
-  const one = rows.get(1)!;
-  const many = rows.get(p)!;
+  await target.cleanup();
   ctx.publish({
-    id: "scale",
-    title: `Scale: ${p} worker processes vs 1, concurrency ${c} each, ${n} no-op jobs`,
+    id: name === "postgres" ? "scale" : `scale-${name}`,
+    title: `Scale on ${title}: ${spoken(counts)} worker processes, concurrency ${c} each, ${n} no-op jobs`,
     unit: "jobs/s",
     better: "higher",
     columns: ["jobs/s"],
-    ref: one.system,
-    rows: [one, many],
+    costColumns: [PER_ROUND],
+    ref: rows.get(1)!.system,
+    rows: [...rows.values()],
     notes: [
-      `÷ ours here = ÷ the single process. Clock from "go" (processes already loaded) until no unfinished job is left; includes each worker's start (pool, LISTEN). ${p} processes share the machine's cores with PostgreSQL.`,
+      `÷ ours here = ÷ the single process (ratio of the medians); ${PER_ROUND} = each run ÷ the single process of the same round, median over rounds. Clock from "go" (processes already loaded) until no unfinished job is left; includes each worker's start (its pool${name === "postgres" ? ", LISTEN" : ""}). Up to ${scaleProcesses} processes share the machine's cores with ${title}.`,
     ],
   });
 }
