@@ -118,8 +118,8 @@ const CLAIM: PerDialect<(db: JobsDatabase, queues: readonly string[]) => ClaimSt
   // SKIP LOCKED: concurrent claimers pass over each other's rows instead of waiting on them.
   // One index walk per queue (LATERAL): `queue = ANY($1)` would lose the index order and sort
   // every pending row of the backlog on each claim; this stops after LIMIT rows per queue.
-  // Timestamps come back as epoch milliseconds: pg's text-timestamp parser (a regex and a
-  // Date per column) cost more per claimed job than the rest of the row.
+  // Timestamps come back as epoch milliseconds (the fair claims' too): pg's text-timestamp
+  // parser (a regex and a Date per column) cost more per claimed job than the rest of the row.
   // The UPDATE finds the picked rows by `id = ANY(ARRAY(…))`, an index scan of the primary
   // key: joined `FROM picked`, the planner hash-joined a sequential scan of the whole table
   // whenever it was small enough to look cheap, most of the claim's time (bench/BENCHMARKS.md).
@@ -253,7 +253,7 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
   }
   // Nothing plain: flow jobs may be waiting (the plain claim stands aside for them), or nothing is ready.
   if (db.dialect === "postgres" && !request.limited) {
-    const one = await claimInOneStatement<ClaimRow>(db, { ...request, start }, columnList(db.sql, CLAIMED, { alias: "j" }));
+    const one = await claimInOneStatement<ClaimRow>(db, { ...request, start }, columnList(db.sql, CLAIMED, { alias: "j", epochTimestamps: true }));
     if (!one.limited) {
       const jobs = one.rows.map((row) => toClaimed(db.sql, row));
       return { jobs, fair: one.flow, retryInMs: null, throttled: [], limited: false };
@@ -262,7 +262,7 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
   const fair = await fairClaim<ClaimRow>(
     db,
     { queues: request.queues, limit: request.limit, start, lease: request.lease, workerId: request.workerId, served: request.served },
-    columnList(db.sql, CLAIMED),
+    columnList(db.sql, CLAIMED, { epochTimestamps: true }),
   );
   // Taken in fair-share order, which a worker keeps (it runs a claim's jobs in the claim's order).
   return {
