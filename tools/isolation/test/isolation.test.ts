@@ -161,7 +161,7 @@ describe("the CLI", () => {
 });
 
 describe("the rule on the real packages/", () => {
-  it("finds no cross-package reference in /work/main/packages", () => {
+  it("finds no cross-package reference in the repository's packages/", () => {
     const report = scanIsolation({ packagesDir: repoPackages });
     expect(report.packages.map((p) => p.name)).toEqual(expect.arrayContaining(["@forge/jobs", "@forge/mail", "@forge/import-export"]));
     expect(report.violations.map((v) => formatViolation(v, path.resolve(repoPackages, "..")))).toEqual([]);
