@@ -61,12 +61,33 @@ function mysqlPlainInsert(db: JobsDatabase, rows: number): Script<InsertedRow> {
     });
 }
 
+/**
+ * The statements built so far, per database and shape (rows, may conflict): one enqueue after
+ * another reuses the same text (and the same string, whose hash the statement caches keep),
+ * instead of building a kilobyte of SQL per job. Bulk chunks come in a handful of sizes.
+ */
+const built = new WeakMap<JobsDatabase, Map<string, string | Script<InsertedRow>>>();
+const BUILT_SHAPES = 64;
+
+function statementFor(db: JobsDatabase, dialect: "sqlite" | "mysql", rows: number, mayConflict: boolean): string | Script<InsertedRow> {
+  let shapes = built.get(db);
+  if (!shapes) built.set(db, (shapes = new Map()));
+  const shape = `${rows}:${mayConflict}`;
+  let sql = shapes.get(shape);
+  if (sql === undefined) {
+    sql = INSERT[dialect](db, rows, mayConflict);
+    if (shapes.size >= BUILT_SHAPES) shapes.clear();
+    shapes.set(shape, sql);
+  }
+  return sql;
+}
+
 /** The statement that inserts `jobs`, and whether it is keyless (ids only, no conflicts to resolve). */
 export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[]; keyless?: boolean } {
   if (db.dialect === "postgres") return pgInsert(db, jobs);
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
   return {
-    sql: INSERT[db.dialect](db, jobs.length, jobs.length > 1 && jobs.some(hasKey)),
+    sql: statementFor(db, db.dialect, jobs.length, jobs.length > 1 && jobs.some(hasKey)),
     params: jobs.flatMap((j) => [
       j.queue,
       j.task,
