@@ -29,6 +29,7 @@ export default tseslint.config(
       "tools/*/src/**/*.ts",
       "tools/*/test/**/*.ts",
       "bench/src/**/*.ts",
+      "bench/import-export/**/*.ts",
     ],
     extends: [js.configs.recommended, ...tseslint.configs.recommendedTypeChecked],
     languageOptions: {
@@ -68,7 +69,7 @@ export default tseslint.config(
   },
   {
     // The bench reads its own results JSON loosely; nothing in it is a published type.
-    files: ["bench/src/**/*.ts"],
+    files: ["bench/src/**/*.ts", "bench/import-export/**/*.ts"],
     rules: { "@typescript-eslint/no-explicit-any": "off" },
   },
 );

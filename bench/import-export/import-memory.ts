@@ -30,7 +30,7 @@ async function importOnly(dir: string): Promise<void> {
   };
   const rssByTenth: number[] = [];
   const ctx = {
-    checkpoint: async (progress: unknown, work?: (tx: unknown) => Promise<void>) => {
+    checkpoint: async (progress: unknown, work?: (tx: unknown) => Promise<unknown>) => {
       await work?.(undefined);
       const { bytes, totalBytes } = progress as ImportProgress;
       if (bytes >= ((rssByTenth.length + 1) * totalBytes) / 10) rssByTenth.push(mb(process.memoryUsage.rss()));

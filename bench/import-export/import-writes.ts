@@ -210,7 +210,7 @@ async function importOnly(dir: string, o: Options): Promise<void> {
     },
   );
   const seconds = (performance.now() - started) / 1000;
-  if (failure) throw failure;
+  if (failure) throw failure instanceof Error ? failure : new Error(`the import failed: ${String(failure)}`);
   const { rows } = await db.sql.query<{ n: number | string }>(`SELECT count(*) AS n FROM ${db.contacts} WHERE org = $1`, [ORG]);
   const measure: Measure = {
     baseRssMb,
