@@ -23,7 +23,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect, enqueue, migrate, runWorker, type JobsDatabase } from "@forge/jobs";
 import { createImportHandler, importPayload, IMPORT_JOB_TASK, type Importer } from "../../packages/import-export/src/index.js";
-import { CONTACTS_HEADER, contactsImporter, validateContact, type Contact } from "../../apps/sample/src/contacts.js";
+import { CONTACTS_HEADER, batchCounts, contactRows, contactsImporter, validateContact, type Contact } from "../../apps/sample/src/contacts.js";
 import { migrateApp, openDatabase, type Sql } from "../../apps/sample/src/db.js";
 import { inChild, mb } from "./child.js";
 
@@ -118,9 +118,8 @@ function insertImporter(db: ContactsDatabase): Importer<Contact> {
         ]);
         return;
       }
-      const params: unknown[] = [];
-      const tuples = values.map((c) => `($${params.push(ORG)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
-      await sql.query(`INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples.join(", ")}`, params);
+      const { tuples, params } = contactRows(ORG, values);
+      await sql.query(`INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples}`, params);
     },
   };
 }
@@ -139,23 +138,10 @@ function mariadbUpsertImporter(db: ContactsDatabase, org: string): Importer<Cont
     async writeBatch(values, tx) {
       if (values.length === 0) return { created: 0, updated: 0, unchanged: 0 };
       const sql = db.on(tx);
-      const keys = values.map((_, i) => `$${i + 2}`).join(", ");
-      const { rows } = await sql.query<{ email: string; name: string; age: number | string | null }>(
-        `SELECT email, name, age FROM ${db.contacts} WHERE org = $1 AND email IN (${keys})`,
-        [org, ...values.map((c) => c.email)],
-      );
-      const before = new Map(rows.map((r) => [r.email, r]));
-      const counts = { created: 0, updated: 0, unchanged: 0 };
-      for (const c of values) {
-        const old = before.get(c.email);
-        if (old === undefined) counts.created += 1;
-        else if (old.name === c.name && (old.age === null ? null : Number(old.age)) === c.age) counts.unchanged += 1;
-        else counts.updated += 1;
-      }
-      const params: unknown[] = [];
-      const tuples = values.map((c) => `($${params.push(org)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
+      const counts = await batchCounts(sql, db.contacts, org, values);
+      const { tuples, params } = contactRows(org, values);
       await sql.query(
-        `INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples.join(", ")}
+        `INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples}
          ON DUPLICATE KEY UPDATE
            updated_at = IF(name <=> VALUES(name) AND age <=> VALUES(age), updated_at, UTC_TIMESTAMP(6)),
            name = VALUES(name), age = VALUES(age)`,

@@ -1,5 +1,5 @@
 import type { Exporter, Importer, Validation } from "@forge/import-export";
-import type { AppDatabase } from "./db.js";
+import type { AppDatabase, Sql } from "./db.js";
 
 /** A row of the app's `contacts` table (per org, unique by email). */
 export interface Contact {
@@ -45,6 +45,36 @@ export const CONTACTS_HEADER = {
   aliases: { email: ["E-mail address", "Email address", "Mail"], name: ["Full name", "Contact name"] },
 } as const;
 
+/** What writing `values` will do to the org's contacts, read before the write: how many are created, updated, unchanged. */
+export async function batchCounts(
+  sql: Sql,
+  contacts: string,
+  org: string,
+  values: readonly Contact[],
+): Promise<{ created: number; updated: number; unchanged: number }> {
+  const keys = values.map((_, i) => `$${i + 2}`).join(", ");
+  const { rows } = await sql.query<{ email: string; name: string; age: number | string | null }>(
+    `SELECT email, name, age FROM ${contacts} WHERE org = $1 AND email IN (${keys})`,
+    [org, ...values.map((c) => c.email)],
+  );
+  const before = new Map(rows.map((r) => [r.email, r]));
+  const counts = { created: 0, updated: 0, unchanged: 0 };
+  for (const c of values) {
+    const old = before.get(c.email);
+    if (old === undefined) counts.created += 1;
+    else if (old.name === c.name && (old.age === null ? null : Number(old.age)) === c.age) counts.unchanged += 1;
+    else counts.updated += 1;
+  }
+  return counts;
+}
+
+/** The rows of `values` as a VALUES list of (org, email, name, age), and its parameters. */
+export function contactRows(org: string, values: readonly Contact[]): { tuples: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const tuples = values.map((c) => `($${params.push(org)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
+  return { tuples: tuples.join(", "), params };
+}
+
 /**
  * The importer for one org's contacts. `tx` is what the queue's checkpoint hands the
  * handler's work: the batch commits with the import's progress, or not at all. An email
@@ -61,26 +91,13 @@ export function contactsImporter(db: AppDatabase, org: string): Importer<Contact
       // The handler passes one row per email (the last one wins): ON CONFLICT cannot touch a row twice.
       if (values.length === 0) return { created: 0, updated: 0, unchanged: 0 };
       const sql = db.on(tx);
-      const keys = values.map((_, i) => `$${i + 2}`).join(", ");
-      const { rows } = await sql.query<{ email: string; name: string; age: number | string | null }>(
-        `SELECT email, name, age FROM ${db.contacts} WHERE org = $1 AND email IN (${keys})`,
-        [org, ...values.map((c) => c.email)],
-      );
-      const before = new Map(rows.map((r) => [r.email, r]));
-      const counts = { created: 0, updated: 0, unchanged: 0 };
-      for (const c of values) {
-        const old = before.get(c.email);
-        if (old === undefined) counts.created += 1;
-        else if (old.name === c.name && (old.age === null ? null : Number(old.age)) === c.age) counts.unchanged += 1;
-        else counts.updated += 1;
-      }
-      const params: unknown[] = [];
-      const tuples = values.map((c) => `($${params.push(org)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
+      const counts = await batchCounts(sql, db.contacts, org, values);
+      const { tuples, params } = contactRows(org, values);
       // An unchanged contact is not rewritten: its updated_at keeps meaning "last changed".
       const changed = postgres ? "(c.name, c.age) IS DISTINCT FROM (excluded.name, excluded.age)" : "c.name IS NOT excluded.name OR c.age IS NOT excluded.age";
       const now = postgres ? "now()" : "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
       await sql.query(
-        `INSERT INTO ${db.contacts} AS c (org, email, name, age) VALUES ${tuples.join(", ")}
+        `INSERT INTO ${db.contacts} AS c (org, email, name, age) VALUES ${tuples}
          ON CONFLICT (org, email) DO UPDATE SET name = excluded.name, age = excluded.age, updated_at = ${now} WHERE ${changed}`,
         params,
       );
