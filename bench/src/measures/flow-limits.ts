@@ -1,4 +1,4 @@
-import { fork, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { loadForge } from "../forge.js";
 import { SCHEMA } from "../lib/env.js";
@@ -9,7 +9,7 @@ import { flowApi, FlowForge, withFlowOptions, type FlowApi } from "../systems/fl
 import type { Payload } from "../systems/types.js";
 import { addCosts, addSample, COST_COLUMNS, processingRun, settle, type Ctx } from "./common.js";
 import { BACKEND_TITLE, BACKENDS, forgeTarget, type ForgeTarget } from "./flow-backends.js";
-import { TSX } from "./scale.js";
+import { forkReady } from "./scale.js";
 
 const CHILD = fileURLToPath(new URL("../flow-child.ts", import.meta.url));
 export const RATE_KEY = "rate:test";
@@ -22,30 +22,6 @@ const COST_CONCURRENCY = 10;
 const KEY_LIMIT = 5;
 
 const missing = "setLimit / removeLimit are not exported by @forge/jobs in this tree yet (issue 14 lands them)";
-
-/** Forks the worker processes and waits until each has loaded; if one fails, the others are ended. */
-async function spawnChildren(target: ForgeTarget): Promise<ChildProcess[]> {
-  const children: ChildProcess[] = [];
-  const ready = Array.from({ length: RATE_PROCESSES }, () => {
-    const child = fork(CHILD, [target.url, target.schema ?? "", String(RATE_CONCURRENCY)], {
-      execArgv: ["--import", TSX],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    children.push(child);
-    return new Promise<void>((resolve, reject) => {
-      child.once("message", () => resolve());
-      child.once("error", reject);
-      child.once("exit", (code) => reject(new Error(`flow worker exited with ${code} before it was ready`)));
-    });
-  });
-  const settled = await Promise.allSettled(ready);
-  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
-  if (failed) {
-    for (const child of children) child.kill();
-    throw failed.reason;
-  }
-  return children;
-}
 
 function stopChildren(children: ChildProcess[]): Promise<number[]> {
   return Promise.all(
@@ -100,7 +76,7 @@ export async function rateAccuracy(ctx: Ctx, targets: ForgeTarget[]): Promise<vo
             Array.from({ length: Math.min(1000, jobs - i) }, (_, k) => withFlowOptions({ task: "rate", payload: { i: i + k } }, { concurrencyKey: RATE_KEY })),
             { db: sys.db },
           );
-        const children = await spawnChildren(target);
+        const children = await forkReady(CHILD, [target.url, target.schema ?? "", String(RATE_CONCURRENCY)], RATE_PROCESSES, "flow worker");
         let starts: number[];
         try {
           await settle(target.backend === "postgres" ? ctx.admin : null);

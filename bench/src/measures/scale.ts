@@ -34,19 +34,19 @@ function spoken(counts: number[]): string {
   return counts.length > 1 ? `${counts.slice(0, -1).join(", ")} and ${counts[counts.length - 1]}` : String(counts[0]);
 }
 
-/** Forks the worker processes and waits until each has loaded; if one fails, the others are ended. */
-async function spawnWorkers(target: ForgeTarget, count: number, concurrency: number): Promise<ChildProcess[]> {
+/**
+ * Forks `count` processes of `script` and waits until each has said it is loaded (its first
+ * message); if one fails, the others are ended. `what` names them in the error.
+ */
+export async function forkReady(script: string, args: string[], count: number, what: string): Promise<ChildProcess[]> {
   const children: ChildProcess[] = [];
   const ready = Array.from({ length: count }, () => {
-    const child = fork(CHILD, [target.url, target.schema ?? "", String(concurrency)], {
-      execArgv: ["--import", TSX],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
+    const child = fork(script, args, { execArgv: ["--import", TSX], stdio: ["ignore", "inherit", "inherit", "ipc"] });
     children.push(child);
     return new Promise<void>((resolve, reject) => {
       child.once("message", () => resolve());
       child.once("error", reject);
-      child.once("exit", (code) => reject(new Error(`scale worker exited with ${code} before it was ready`)));
+      child.once("exit", (code) => reject(new Error(`${what} exited with ${code} before it was ready`)));
     });
   });
   const settled = await Promise.allSettled(ready);
@@ -118,7 +118,7 @@ async function backend(ctx: Ctx, name: ScaleBackend, schema: string, n: number):
     for (const k of rotate(counts, r)) {
       await sys.reset();
       for (let i = 0; i < n; i += 5000) await sys.enqueueBulk(Array.from({ length: Math.min(5000, n - i) }, (_, j) => ({ i: i + j })));
-      const children = await spawnWorkers(target, k, c);
+      const children = await forkReady(CHILD, [target.url, target.schema ?? "", String(c)], k, "scale worker");
       // CHECKPOINT is PostgreSQL's; MariaDB only waits for the idle machine.
       await settle(name === "postgres" ? ctx.admin : null);
       const t0 = performance.now();
