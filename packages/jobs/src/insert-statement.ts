@@ -62,22 +62,22 @@ function mysqlPlainInsert(db: JobsDatabase, rows: number): Script<InsertedRow> {
 }
 
 /**
- * The statements built so far, per database and shape (rows, may conflict): one enqueue after
- * another reuses the same text (and the same string, whose hash the statement caches keep),
- * instead of building a kilobyte of SQL per job. Bulk chunks come in a handful of sizes.
+ * The statements built so far, by what their text depends on (dialect, table, rows, may
+ * conflict): one enqueue after another reuses the same text (and the same string, whose hash
+ * the statement caches keep), instead of building a kilobyte of SQL per job — also through
+ * `bind(tx)`, which makes a new JobsDatabase per transaction. Bulk chunks come in a handful
+ * of sizes.
  */
-const built = new WeakMap<JobsDatabase, Map<string, string | Script<InsertedRow>>>();
+const built = new Map<string, string | Script<InsertedRow>>();
 const BUILT_SHAPES = 64;
 
 function statementFor(db: JobsDatabase, dialect: "sqlite" | "mysql", rows: number, mayConflict: boolean): string | Script<InsertedRow> {
-  let shapes = built.get(db);
-  if (!shapes) built.set(db, (shapes = new Map()));
-  const shape = `${rows}:${mayConflict}`;
-  let sql = shapes.get(shape);
+  const shape = `${dialect}:${db.table}:${rows}:${mayConflict}`;
+  let sql = built.get(shape);
   if (sql === undefined) {
     sql = INSERT[dialect](db, rows, mayConflict);
-    if (shapes.size >= BUILT_SHAPES) shapes.clear();
-    shapes.set(shape, sql);
+    if (built.size >= BUILT_SHAPES) built.clear();
+    built.set(shape, sql);
   }
   return sql;
 }
