@@ -54,6 +54,8 @@ export interface Sizes {
   /** Cost of flow control: no-op jobs processed at concurrency 10, and the keys they spread over. */
   flowCostJobs: number;
   flowKeys: number;
+  /** The contacts import with real writes (issue 21.7): rows in the generated file. */
+  importRows: number;
 }
 
 export const FULL: Sizes = {
@@ -87,6 +89,7 @@ export const FULL: Sizes = {
   flowRateSeconds: 20,
   flowCostJobs: 20000,
   flowKeys: 1000,
+  importRows: 1_000_000,
 };
 
 export const QUICK: Sizes = {
@@ -117,6 +120,7 @@ export const QUICK: Sizes = {
   flowRateSeconds: 5,
   flowCostJobs: 5000,
   flowKeys: 1000,
+  importRows: 100_000,
 };
 
 export const MEASURES = [
@@ -132,6 +136,7 @@ export const MEASURES = [
   "batch",
   "ten-million",
   "history",
+  "import",
 ] as const;
 export type MeasureName = (typeof MEASURES)[number];
 

@@ -81,6 +81,18 @@ export function targets(r: Results): TargetLine[] {
     lines.push({ target: "1M finished rows slow the claim by ≤ 20%", measured: `${x(k)} of the empty-table rate`, met: ok(k, (n) => n >= 0.8) });
   }
   lines.push(...flowTargets(r));
+  const imp = find(r, "import-writes");
+  if (imp) {
+    const rate = v(imp, "postgres:insert:2000", "rows/s");
+    const rss = v(imp, "postgres:insert:2000", "peak RSS MB");
+    const rateAtDefault = v(imp, "postgres:insert:500", "rows/s");
+    lines.push({
+      target: "import of 1,000,000 contacts into PostgreSQL with a plain-insert importer ≥ 100,000 rows/s",
+      measured: `${Math.round(rate)} rows/s at batchSize 2,000 (${Math.round(rateAtDefault)} at the default 500)`,
+      met: ok(rate, (n) => n >= 100_000),
+    });
+    lines.push({ target: "that import's peak RSS < 150 MB", measured: `${rss.toFixed(1)} MB`, met: ok(rss, (n) => n < 150) });
+  }
   return lines;
 }
 
