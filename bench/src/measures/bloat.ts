@@ -1,5 +1,6 @@
 import { performance } from "node:perf_hooks";
 import { PG_URL, SCHEMA } from "../lib/env.js";
+import { rebuildFinishedCounts, withTriggersOff } from "../lib/fixtures.js";
 import type { Row } from "../lib/report.js";
 import { rotate } from "../lib/stats.js";
 import { ForgeSystem } from "../systems/forge.js";
@@ -9,8 +10,8 @@ import { addCosts, addSample, COST_COLUMNS, processingRun, type Ctx } from "./co
 /**
  * Claim rate with 1,000,000 finished jobs in the table against an empty table: the same
  * processing run (concurrency 10, defaults) in two schemas. The done rows are written once with
- * one INSERT … SELECT FROM generate_series (triggers off, the counts added after), then VACUUM ANALYZE (what autovacuum would have done
- * by the time a real table got there); jobs processed during the runs stay as done rows too.
+ * one INSERT … SELECT FROM generate_series (triggers off, the counts rebuilt after), then VACUUM
+ * ANALYZE (what autovacuum would have done by the time a real table got there); jobs processed during the runs stay as done rows too.
  */
 export async function run(ctx: Ctx): Promise<void> {
   const { bloatRows, bloatJobs: n, rounds } = ctx.sizes;
@@ -34,13 +35,7 @@ export async function run(ctx: Ctx): Promise<void> {
   if (have < bloatRows) {
     const t0 = performance.now();
     await admin.query(`TRUNCATE ${table}`);
-    // Triggers off (as ten-million.ts writes its fixture), the counts added by one upsert: the
-    // counting trigger on INSERT is a row trigger (it skips every enqueue, which inserts pending
-    // rows), and a million done rows inserted by one statement would upsert one counter row a
-    // million times in one transaction, each walking that row's growing chain of versions
-    // (quadratic: still running after 85 minutes).
-    await admin.query("SET session_replication_role = replica");
-    try {
+    await withTriggersOff(admin, async () => {
       await admin.query(
         `
       INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, finished_at, result)
@@ -49,14 +44,8 @@ export async function run(ctx: Ctx): Promise<void> {
       FROM generate_series(1, $1::int) AS g`,
         [bloatRows],
       );
-    } finally {
-      await admin.query("SET session_replication_role = DEFAULT");
-    }
-    await admin.query(
-      `INSERT INTO ${SCHEMA.forge1m}.jobs_counts AS c (queue, tenant, status, shard, n) VALUES ('default', '', 'done', 0, $1)
-       ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`,
-      [bloatRows],
-    );
+    });
+    await rebuildFinishedCounts(admin, SCHEMA.forge1m, table);
     await admin.query(`VACUUM ANALYZE ${table}`);
     console.log(`  wrote ${bloatRows} done rows in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   } else {

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { loadForge } from "../forge.js";
 import { PG_URL } from "../lib/env.js";
+import { rebuildFinishedCounts, withTriggersOff } from "../lib/fixtures.js";
 import { adminClient, waitQuiet } from "../lib/metrics.js";
 import { median, percentile, sleep, sorted } from "../lib/stats.js";
 import type { Ctx } from "./common.js";
@@ -33,8 +34,7 @@ type Db = ReturnType<Forge["connect"]>;
 
 /** ROWS done rows, DAYS days of them, written with triggers off and counted by one aggregate. */
 async function writeRows(admin: pg.Client, table: string): Promise<void> {
-  await admin.query("SET session_replication_role = replica");
-  try {
+  await withTriggersOff(admin, async () => {
     await admin.query(
       `INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, started_at, finished_at)
        SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1, t, t, t, t, t
@@ -42,14 +42,8 @@ async function writeRows(admin: pg.Client, table: string): Promise<void> {
             LATERAL (SELECT now() - make_interval(days => 30 + (g % $2::int)) AS t) AS c`,
       [ROWS, DAYS],
     );
-  } finally {
-    await admin.query("SET session_replication_role = DEFAULT");
-  }
-  await admin.query(`DELETE FROM ${SCHEMA}.jobs_counts`);
-  await admin.query(
-    `INSERT INTO ${SCHEMA}.jobs_counts (queue, tenant, status, shard, n)
-     SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ('done', 'failed', 'cancelled') GROUP BY 1, 2, 3`,
-  );
+  });
+  await rebuildFinishedCounts(admin, SCHEMA, table);
   await admin.query(`VACUUM ANALYZE ${table}`);
   await admin.query("CHECKPOINT");
 }

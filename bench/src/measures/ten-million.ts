@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { loadDashboard, loadForge } from "../forge.js";
 import { PG_URL } from "../lib/env.js";
+import { rebuildFinishedCounts, withTriggersOff } from "../lib/fixtures.js";
 import { adminClient, machineBusy, waitQuiet } from "../lib/metrics.js";
 import type { Row } from "../lib/report.js";
 import { median, percentile, rotate, sleep, sorted } from "../lib/stats.js";
@@ -73,23 +74,18 @@ async function finishedRows(admin: pg.Client, schema: string): Promise<number> {
 
 /**
  * Done rows finished a day ago, or (`old`) thirty days ago: what prune --older-than 7d takes.
- * Written with triggers off (session_replication_role): the caller adds them to the counts.
+ * The caller writes them with triggers off and rebuilds the counts (lib/fixtures.ts).
  */
 async function insertDone(admin: pg.Client, table: string, from: number, count: number, old: boolean): Promise<void> {
-  await admin.query("SET session_replication_role = replica");
-  try {
-    for (let at = from; at < from + count; at += 1_000_000) {
-      const n = Math.min(1_000_000, from + count - at);
-      await admin.query(
-        `INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, started_at, finished_at)
-         SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1, t, t, t, t, t
-         FROM generate_series($1::int, $2::int) AS g, (SELECT now() - make_interval(days => $3::int) AS t) AS c`,
-        [at, at + n - 1, old ? 30 : 1],
-      );
-      process.stdout.write(".");
-    }
-  } finally {
-    await admin.query("SET session_replication_role = DEFAULT");
+  for (let at = from; at < from + count; at += 1_000_000) {
+    const n = Math.min(1_000_000, from + count - at);
+    await admin.query(
+      `INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, started_at, finished_at)
+       SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1, t, t, t, t, t
+       FROM generate_series($1::int, $2::int) AS g, (SELECT now() - make_interval(days => $3::int) AS t) AS c`,
+      [at, at + n - 1, old ? 30 : 1],
+    );
+    process.stdout.write(".");
   }
 }
 
@@ -98,14 +94,11 @@ async function buildFixture(admin: pg.Client, table: string): Promise<void> {
   await admin.query(`TRUNCATE ${table} RESTART IDENTITY`);
   process.stdout.write(`  writing ${ROWS.toLocaleString("en-US")} done rows `);
   // The oldest PRUNED rows finished thirty days ago, the rest a day ago.
-  await insertDone(admin, table, 1, PRUNED, true);
-  await insertDone(admin, table, PRUNED + 1, ROWS - PRUNED, false);
-  // The counts, rebuilt by one aggregate.
-  await admin.query(`DELETE FROM ${FULL}.jobs_counts`);
-  await admin.query(
-    `INSERT INTO ${FULL}.jobs_counts (queue, tenant, status, shard, n)
-     SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ('done', 'failed', 'cancelled') GROUP BY 1, 2, 3`,
-  );
+  await withTriggersOff(admin, async () => {
+    await insertDone(admin, table, 1, PRUNED, true);
+    await insertDone(admin, table, PRUNED + 1, ROWS - PRUNED, false);
+  });
+  await rebuildFinishedCounts(admin, FULL, table);
   await admin.query(`VACUUM ANALYZE ${table}`);
   console.log(` ${((performance.now() - t0) / 1000).toFixed(0)} s`);
 }

@@ -6,6 +6,7 @@
 import Database from "better-sqlite3";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { isBusy } from "../../src/db/sqlite.js";
 import { enqueue, enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { effectTables } from "./helpers/effects.js";
@@ -26,7 +27,7 @@ function writable(file: string): boolean {
     db.exec("ROLLBACK");
     return true;
   } catch (error) {
-    if ((error as { code?: string }).code?.startsWith("SQLITE_BUSY")) return false;
+    if (isBusy(error)) return false;
     throw error;
   } finally {
     db.close();
