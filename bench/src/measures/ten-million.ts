@@ -300,7 +300,7 @@ async function postgres(ctx: Ctx): Promise<void> {
     const old = Number(rows[0]!.n);
     if (old < PRUNED) {
       process.stdout.write(`  putting back ${(PRUNED - old).toLocaleString("en-US")} old rows `);
-      await insertDone(admin, table, ROWS + 1, PRUNED - old, true);
+      await withTriggersOff(admin, () => insertDone(admin, table, ROWS + 1, PRUNED - old, true));
       await admin.query(
         `INSERT INTO ${FULL}.jobs_counts AS c (queue, tenant, status, shard, n) VALUES ('default', '', 'done', 0, $1)
          ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`,
