@@ -39,17 +39,6 @@ export class ClaimPlan {
   }
 
   /**
-   * The least free room worth a claim: half of it, so claims come in batches. A fair claim over
-   * groups counts half its buffer instead: that buffer holds one job per slot at most, and a
-   * claim sent only once it has run dry leaves every slot that frees during the claim idle.
-   */
-  batch(): number {
-    const size = this.size();
-    const room = !this.fair || !this.grouped ? size : size - this.concurrency;
-    return Math.max(1, Math.ceil(room / 2));
-  }
-
-  /**
    * Claims up to `capacity` jobs, of which `start` start now; `more`: the claim may have left
    * claimable jobs — it came back full, or a slot freed while it ran.
    */

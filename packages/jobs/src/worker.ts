@@ -164,8 +164,8 @@ export class Worker {
       const size = this.plan.size();
       const held = this.running.size + this.buffer.held;
       const capacity = size - held;
-      // Claim in batches, unless slots would sit idle.
-      const worthIt = capacity >= this.plan.batch() || (this.buffer.waiting === 0 && capacity > 0);
+      // Claim in batches: wait until half the room is free, unless slots would sit idle.
+      const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.buffer.waiting === 0 && capacity > 0);
       if (this.mayHaveWork && worthIt) {
         try {
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).

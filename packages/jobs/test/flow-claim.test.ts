@@ -355,24 +355,6 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     });
   });
 
-  /** A worker whose every handler waits on a gate of its own, opened by the test; `stop` opens them all and stops it. */
-  function gatedWorker(queue: string, options: { concurrency: number; prefetch: number; pollInterval: number }) {
-    const gates: ReturnType<typeof deferred<void>>[] = [];
-    const controller = new AbortController();
-    const handler = async () => {
-      const gate = deferred();
-      gates.push(gate);
-      await gate.promise;
-    };
-    const worker = runWorker({ t: handler }, { db: t.db, queue, ...options, sweepInterval: 0, schedules: false, signal: controller.signal });
-    const stop = async () => {
-      for (const gate of gates) gate.resolve();
-      controller.abort();
-      await worker;
-    };
-    return { gates, stop };
-  }
-
   // A claim that waits (here on a key row another transaction holds) must not idle the slots
   // that free meanwhile: the buffered jobs are there to cover the claim. SQLite has one writer
   // and a synchronous driver: a waiting claim blocks the whole process, there is nothing to overlap.
@@ -384,7 +366,18 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
       Array.from({ length: 12 }, () => ({ task: "t", concurrencyKey: key })),
       { db: t.db, queue },
     );
-    const { gates, stop } = gatedWorker(queue, { concurrency: 1, prefetch: 5, pollInterval: 0.05 });
+    const gates: ReturnType<typeof deferred<void>>[] = [];
+    const stop = new AbortController();
+    const worker = runWorker(
+      {
+        t: async () => {
+          const gate = deferred();
+          gates.push(gate);
+          await gate.promise;
+        },
+      },
+      { db: t.db, queue, concurrency: 1, prefetch: 5, pollInterval: 0.05, sweepInterval: 0, schedules: false, signal: stop.signal },
+    );
     const called = (n: number) => waitFor(`${n} handlers called`, async () => gates.length >= n);
     const release = deferred();
     let holding: Promise<void> | undefined;
@@ -411,30 +404,9 @@ describe.each(backends())("the fair claim ($name)", (backend) => {
     } finally {
       release.resolve();
       await holding;
-      await stop();
-    }
-  });
-
-  // Over groups the buffer holds one job per slot at most: a claim sent only once it has run dry
-  // idles every slot that frees during the claim (A's throughput in the noisy-neighbour bench).
-  it("a worker over groups claims again when half its buffer has started, before it runs dry", async () => {
-    const queue = uniqueName("half-buffer");
-    await enqueueMany(
-      Array.from({ length: 20 }, (_, i) => ({ task: "t", group: i % 2 === 0 ? "a" : "b" })),
-      { db: t.db, queue },
-    );
-    const { gates, stop } = gatedWorker(queue, { concurrency: 2, prefetch: 2, pollInterval: 60 });
-    const running = async () =>
-      Number((await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'running'`, [queue]))[0]!.n);
-    try {
-      await waitFor("2 handlers called", async () => gates.length >= 2);
-      await waitFor("2 running and 2 held", async () => (await running()) === 4);
-      // One run ends: a held job takes its slot, one is left held, half the buffer is free.
-      gates[0]!.resolve();
-      await waitFor("3 handlers called", async () => gates.length >= 3);
-      await waitFor("the freed half of the buffer claimed again (4 running rows)", async () => (await running()) === 4);
-    } finally {
-      await stop();
+      for (const gate of gates) gate.resolve();
+      stop.abort();
+      await worker;
     }
   });
 
