@@ -74,19 +74,22 @@ async function finishedRows(admin: pg.Client, schema: string): Promise<number> {
 
 /**
  * Done rows finished a day ago, or (`old`) thirty days ago: what prune --older-than 7d takes.
- * The caller writes them with triggers off and rebuilds the counts (lib/fixtures.ts).
+ * Written with triggers off (lib/fixtures.ts), so every caller is spared the counting trigger's
+ * quadratic path; the caller adds the rows to the counts.
  */
 async function insertDone(admin: pg.Client, table: string, from: number, count: number, old: boolean): Promise<void> {
-  for (let at = from; at < from + count; at += 1_000_000) {
-    const n = Math.min(1_000_000, from + count - at);
-    await admin.query(
-      `INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, started_at, finished_at)
-       SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1, t, t, t, t, t
-       FROM generate_series($1::int, $2::int) AS g, (SELECT now() - make_interval(days => $3::int) AS t) AS c`,
-      [at, at + n - 1, old ? 30 : 1],
-    );
-    process.stdout.write(".");
-  }
+  await withTriggersOff(admin, async () => {
+    for (let at = from; at < from + count; at += 1_000_000) {
+      const n = Math.min(1_000_000, from + count - at);
+      await admin.query(
+        `INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, started_at, finished_at)
+         SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1, t, t, t, t, t
+         FROM generate_series($1::int, $2::int) AS g, (SELECT now() - make_interval(days => $3::int) AS t) AS c`,
+        [at, at + n - 1, old ? 30 : 1],
+      );
+      process.stdout.write(".");
+    }
+  });
 }
 
 async function buildFixture(admin: pg.Client, table: string): Promise<void> {
@@ -94,10 +97,8 @@ async function buildFixture(admin: pg.Client, table: string): Promise<void> {
   await admin.query(`TRUNCATE ${table} RESTART IDENTITY`);
   process.stdout.write(`  writing ${ROWS.toLocaleString("en-US")} done rows `);
   // The oldest PRUNED rows finished thirty days ago, the rest a day ago.
-  await withTriggersOff(admin, async () => {
-    await insertDone(admin, table, 1, PRUNED, true);
-    await insertDone(admin, table, PRUNED + 1, ROWS - PRUNED, false);
-  });
+  await insertDone(admin, table, 1, PRUNED, true);
+  await insertDone(admin, table, PRUNED + 1, ROWS - PRUNED, false);
   await rebuildFinishedCounts(admin, FULL, table);
   await admin.query(`VACUUM ANALYZE ${table}`);
   console.log(` ${((performance.now() - t0) / 1000).toFixed(0)} s`);
@@ -300,7 +301,7 @@ async function postgres(ctx: Ctx): Promise<void> {
     const old = Number(rows[0]!.n);
     if (old < PRUNED) {
       process.stdout.write(`  putting back ${(PRUNED - old).toLocaleString("en-US")} old rows `);
-      await withTriggersOff(admin, () => insertDone(admin, table, ROWS + 1, PRUNED - old, true));
+      await insertDone(admin, table, ROWS + 1, PRUNED - old, true);
       await admin.query(
         `INSERT INTO ${FULL}.jobs_counts AS c (queue, tenant, status, shard, n) VALUES ('default', '', 'done', 0, $1)
          ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`,
