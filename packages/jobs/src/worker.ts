@@ -170,13 +170,16 @@ export class Worker {
         try {
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
           this.claiming = true;
+          // Cleared before the claim, not after: a wake-up that arrives while it runs (a job
+          // committed after its statement read the table) must survive an empty answer.
+          this.mayHaveWork = false;
           const claimed = await this.plan
             .claim(this.db, { queues, lease, workerId: this.id }, capacity, Math.max(0, concurrency - held))
             .finally(() => (this.claiming = false));
           const jobs = claimed.jobs;
           failures = 0;
           if (claimed.throttled.length > 0) this.emitter.emit("worker:throttled", { workerId: this.id, keys: claimed.throttled, retryInMs: claimed.retryInMs });
-          if (!claimed.more) this.mayHaveWork = false;
+          if (claimed.more) this.mayHaveWork = true;
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job), claimToken: job.token });
           // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
           for (const job of jobs) {
@@ -186,6 +189,7 @@ export class Worker {
           if (jobs.length > 0) this.idleAnnounced = false;
           continue;
         } catch (error) {
+          this.mayHaveWork = true;
           this.error(error, "claiming jobs");
           await this.waker.sleep(backoffMs(OUTAGE_BACKOFF, failures++));
           continue;

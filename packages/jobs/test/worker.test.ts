@@ -12,6 +12,7 @@ import {
   type JobContext,
   type WorkerEvents,
 } from "../src/index.js";
+import { ClaimPlan } from "../src/claim-plan.js";
 import { JobsDatabase } from "../src/db/database.js";
 import type { Executor } from "../src/db/executor.js";
 import { backends, deferred, waitFor, type TestDatabase } from "./helpers/backends.js";
@@ -39,6 +40,58 @@ describe.each(backends())("the worker ($name)", (backend) => {
     expect(latency).toBeLessThan(t.db.executor.listen ? 5_000 : pollInterval * 1000 + 1_000);
     ac.abort();
     await running;
+  });
+
+  it("a wake-up that arrives while a claim is in flight is not lost when that claim comes back empty", async () => {
+    // The worker's first claim runs and finds nothing; its answer is held back until the job
+    // enqueued meanwhile has woken the worker. That claim could not see the job (it ran first),
+    // so only the wake-up can bring it: with a minute-long poll, a lost one leaves it waiting.
+    const held = deferred();
+    const release = deferred();
+    const notified = deferred();
+    type Claim = (this: ClaimPlan, ...args: Parameters<ClaimPlan["claim"]>) => ReturnType<ClaimPlan["claim"]>;
+    const claim = Object.getOwnPropertyDescriptor(ClaimPlan.prototype, "claim")!.value as Claim;
+    let first = true;
+    ClaimPlan.prototype.claim = async function (this: ClaimPlan, ...args: Parameters<ClaimPlan["claim"]>) {
+      const claimed = await claim.apply(this, args);
+      if (first) {
+        first = false;
+        held.resolve();
+        await release.promise;
+      }
+      return claimed;
+    };
+    const real = t.db.executor;
+    const executor: Executor = Object.assign(Object.create(real) as Executor, {
+      forWorker: undefined, // the worker listens through this wrapper, not through its own view
+      listen: ((channel, onMessage, onError) =>
+        real.listen!(
+          channel,
+          (payload) => {
+            onMessage(payload);
+            notified.resolve();
+          },
+          onError,
+        )) as Executor["listen"],
+    });
+    const db = new JobsDatabase(executor, t.db.settings);
+    const ac = new AbortController();
+    const started = deferred<"started">();
+    const worker = createWorker({ ping: () => started.resolve("started") }, { db, queue: "wake-mid-claim", pollInterval: 60, signal: ac.signal });
+    const running = worker.run();
+    try {
+      await held.promise; // the worker's first claim has run, empty
+      await enqueue("ping", null, { db: t.db, queue: "wake-mid-claim" });
+      await notified.promise;
+      release.resolve();
+      const late = new Promise<"still waiting">((r) => setTimeout(() => r("still waiting"), 5_000));
+      expect(await Promise.race([started.promise, late])).toBe("started");
+    } finally {
+      ClaimPlan.prototype.claim = claim;
+      release.resolve();
+      ac.abort();
+      await running;
+    }
   });
 
   it("durations past what a Node timer can hold are capped, not turned into 1 ms: an idle worker stays idle (audit 12.13)", async () => {
