@@ -1,0 +1,62 @@
+// What a batch of the contacts import reads before it writes. An import re-reads the emails of
+// every batch (for its created/updated/unchanged counts), so that read must find them through
+// the (org, email) index: a read that walks the org's contacts makes a large import quadratic.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { batchCounts, type Contact } from "../src/contacts.js";
+import { backendNames, createEnv, type Env } from "./support.js";
+
+const names = await backendNames();
+const ORG = "org-batch-read";
+/** Contacts already in the org: far more than one batch. */
+const EXISTING = 5_000;
+
+describe.each(names)("the contacts import's read of a batch (%s)", (name) => {
+  let env: Env;
+
+  beforeAll(async () => {
+    env = await createEnv(name);
+    const rows = Array.from({ length: EXISTING }, (_, i) => ({ email: `c${i}@example.org`, name: `C ${i}`, age: i % 100 }));
+    for (let at = 0; at < rows.length; at += 500) {
+      const chunk = rows.slice(at, at + 500);
+      const params: unknown[] = [];
+      const tuples = chunk.map((c) => `($${params.push(ORG)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
+      await env.db.sql.query(`INSERT INTO ${env.db.contacts} (org, email, name, age) VALUES ${tuples.join(", ")}`, params);
+    }
+    // With fresh statistics, as in a long-running app.
+    await env.db.sql.query(name === "postgres" ? `ANALYZE ${env.db.contacts}` : "ANALYZE");
+  });
+  afterAll(() => env?.close());
+
+  /** 500 emails: 200 existing and unchanged, 100 existing with a new name, 200 new. */
+  const batch: Contact[] = [
+    ...Array.from({ length: 200 }, (_, i) => ({ email: `c${i}@example.org`, name: `C ${i}`, age: i % 100 })),
+    ...Array.from({ length: 100 }, (_, i) => ({ email: `c${1000 + i}@example.org`, name: "Renamed", age: (1000 + i) % 100 })),
+    ...Array.from({ length: 200 }, (_, i) => ({ email: `new${i}@example.org`, name: `N ${i}`, age: null })),
+  ];
+
+  it("counts what the batch will create, update and leave unchanged", async () => {
+    expect(await batchCounts(env.db.sql, env.db.contacts, ORG, batch)).toEqual({ created: 200, updated: 100, unchanged: 200 });
+  });
+
+  it.runIf(name === "postgres")("reads only the batch's own rows, through the index, however many the org has", async () => {
+    const read = await env.db.sql.transaction(async (tx) => {
+      // The leader's counts only: parallel workers report theirs elsewhere.
+      await tx.query(`SET LOCAL max_parallel_workers_per_gather = 0`);
+      // Read before and after: the view may also hold this connection's counts not yet reported.
+      const counters = async () => {
+        const { rows } = await tx.query<{ seq: string; idx: string }>(
+          `SELECT COALESCE(seq_tup_read, 0) AS seq, COALESCE(idx_tup_fetch, 0) AS idx FROM pg_stat_xact_user_tables WHERE relid = $1::regclass`,
+          [env.db.contacts],
+        );
+        return { seq: Number(rows[0]!.seq), idx: Number(rows[0]!.idx) };
+      };
+      const before = await counters();
+      await batchCounts(tx, env.db.contacts, ORG, batch);
+      const after = await counters();
+      return { seq: after.seq - before.seq, idx: after.idx - before.idx };
+    });
+    // 300 of the batch's emails exist: a read that walks the org fetches all 5,000.
+    expect(read.seq).toBe(0);
+    expect(read.idx).toBeLessThanOrEqual(batch.length);
+  });
+});
