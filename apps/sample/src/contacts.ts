@@ -100,15 +100,22 @@ export function contactsImporter(db: AppDatabase, org: string): Importer<Contact
       if (values.length === 0) return { created: 0, updated: 0, unchanged: 0 };
       const sql = db.on(tx);
       const counts = await batchCounts(sql, db.contacts, org, values);
-      const { tuples, params } = contactRows(org, values);
       // An unchanged contact is not rewritten: its updated_at keeps meaning "last changed".
       const changed = postgres ? "(c.name, c.age) IS DISTINCT FROM (excluded.name, excluded.age)" : "c.name IS NOT excluded.name OR c.age IS NOT excluded.age";
       const now = postgres ? "now()" : "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-      await sql.query(
-        `INSERT INTO ${db.contacts} AS c (org, email, name, age) VALUES ${tuples}
-         ON CONFLICT (org, email) DO UPDATE SET name = excluded.name, age = excluded.age, updated_at = ${now} WHERE ${changed}`,
-        params,
-      );
+      const upsert = `ON CONFLICT (org, email) DO UPDATE SET name = excluded.name, age = excluded.age, updated_at = ${now} WHERE ${changed}`;
+      if (postgres) {
+        // Three arrays instead of four parameters a row: one short statement for the server to parse.
+        await sql.query(`INSERT INTO ${db.contacts} AS c (org, email, name, age) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::int[]) ${upsert}`, [
+          org,
+          values.map((c) => c.email),
+          values.map((c) => c.name),
+          values.map((c) => c.age),
+        ]);
+      } else {
+        const { tuples, params } = contactRows(org, values);
+        await sql.query(`INSERT INTO ${db.contacts} AS c (org, email, name, age) VALUES ${tuples} ${upsert}`, params);
+      }
       return counts;
     },
   };
