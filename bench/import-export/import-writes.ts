@@ -103,24 +103,14 @@ async function openMariadb(): Promise<ContactsDatabase> {
 
 /** A plain importer: every valid row of a batch inserted, in one statement, in the checkpoint's transaction. */
 function insertImporter(db: ContactsDatabase): Importer<Contact> {
-  const postgres = db.jobs.dialect === "postgres";
   return {
     header: { required: [...CONTACTS_HEADER.required], optional: [...CONTACTS_HEADER.optional], aliases: CONTACTS_HEADER.aliases },
     validate: (row) => validateContact(row),
     async writeBatch(values, tx) {
       if (values.length === 0) return;
       const sql = db.on(tx);
-      if (postgres) {
-        await sql.query(`INSERT INTO ${db.contacts} (org, email, name, age) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::int[])`, [
-          ORG,
-          values.map((c) => c.email),
-          values.map((c) => c.name),
-          values.map((c) => c.age),
-        ]);
-        return;
-      }
-      const { tuples, params } = contactRows(ORG, values);
-      await sql.query(`INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples}`, params);
+      const { rows, params } = contactRows(sql.dialect, ORG, values);
+      await sql.query(`INSERT INTO ${db.contacts} (org, email, name, age) ${rows}`, params);
     },
   };
 }
@@ -140,9 +130,9 @@ function mariadbUpsertImporter(db: ContactsDatabase, org: string): Importer<Cont
       if (values.length === 0) return { created: 0, updated: 0, unchanged: 0 };
       const sql = db.on(tx);
       const counts = await batchCounts(sql, db.contacts, org, values);
-      const { tuples, params } = contactRows(org, values);
+      const { rows, params } = contactRows(sql.dialect, org, values);
       await sql.query(
-        `INSERT INTO ${db.contacts} (org, email, name, age) VALUES ${tuples}
+        `INSERT INTO ${db.contacts} (org, email, name, age) ${rows}
          ON DUPLICATE KEY UPDATE
            updated_at = IF(name <=> VALUES(name) AND age <=> VALUES(age), updated_at, UTC_TIMESTAMP(6)),
            name = VALUES(name), age = VALUES(age)`,

@@ -58,13 +58,15 @@ export async function batchCounts(
   // re-read everything imported before it. One lookup per email, in a subquery the planner
   // cannot merge into a join (LIMIT), keeps each batch's read to its own rows. SQLite looks
   // up an IN list through the index by itself.
-  const { rows } = await sql.query<{ email: string; name: string; age: number | string | null }>(
+  const [text, params] =
     sql.dialect === "postgres"
-      ? `SELECT c.email, c.name, c.age FROM unnest($2::text[]) AS k(email)
-         CROSS JOIN LATERAL (SELECT email, name, age FROM ${contacts} WHERE org = $1 AND email = k.email LIMIT 1) AS c`
-      : `SELECT email, name, age FROM ${contacts} WHERE org = $1 AND email IN (${emails.map((_, i) => `$${i + 2}`).join(", ")})`,
-    sql.dialect === "postgres" ? [org, emails] : [org, ...emails],
-  );
+      ? [
+          `SELECT c.email, c.name, c.age FROM unnest($2::text[]) AS k(email)
+           CROSS JOIN LATERAL (SELECT email, name, age FROM ${contacts} WHERE org = $1 AND email = k.email LIMIT 1) AS c`,
+          [org, emails],
+        ]
+      : [`SELECT email, name, age FROM ${contacts} WHERE org = $1 AND email IN (${emails.map((_, i) => `$${i + 2}`).join(", ")})`, [org, ...emails]];
+  const { rows } = await sql.query<{ email: string; name: string; age: number | string | null }>(text, params);
   const before = new Map(rows.map((r) => [r.email, r]));
   const counts = { created: 0, updated: 0, unchanged: 0 };
   for (const c of values) {
@@ -76,11 +78,21 @@ export async function batchCounts(
   return counts;
 }
 
-/** The rows of `values` as a VALUES list of (org, email, name, age), and its parameters. */
-export function contactRows(org: string, values: readonly Contact[]): { tuples: string; params: unknown[] } {
+/**
+ * The rows of `values` for `INSERT INTO contacts (org, email, name, age) <rows>`, and their
+ * parameters. PostgreSQL: three arrays through unnest, one short statement for the server to
+ * parse whatever the batch's size. Elsewhere: a VALUES list, four parameters a row.
+ */
+export function contactRows(dialect: Sql["dialect"], org: string, values: readonly Contact[]): { rows: string; params: unknown[] } {
+  if (dialect === "postgres") {
+    return {
+      rows: "SELECT $1, * FROM unnest($2::text[], $3::text[], $4::int[])",
+      params: [org, values.map((c) => c.email), values.map((c) => c.name), values.map((c) => c.age)],
+    };
+  }
   const params: unknown[] = [];
   const tuples = values.map((c) => `($${params.push(org)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
-  return { tuples: tuples.join(", "), params };
+  return { rows: `VALUES ${tuples.join(", ")}`, params };
 }
 
 /**
@@ -103,19 +115,12 @@ export function contactsImporter(db: AppDatabase, org: string): Importer<Contact
       // An unchanged contact is not rewritten: its updated_at keeps meaning "last changed".
       const changed = postgres ? "(c.name, c.age) IS DISTINCT FROM (excluded.name, excluded.age)" : "c.name IS NOT excluded.name OR c.age IS NOT excluded.age";
       const now = postgres ? "now()" : "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-      const upsert = `ON CONFLICT (org, email) DO UPDATE SET name = excluded.name, age = excluded.age, updated_at = ${now} WHERE ${changed}`;
-      if (postgres) {
-        // Three arrays instead of four parameters a row: one short statement for the server to parse.
-        await sql.query(`INSERT INTO ${db.contacts} AS c (org, email, name, age) SELECT $1, * FROM unnest($2::text[], $3::text[], $4::int[]) ${upsert}`, [
-          org,
-          values.map((c) => c.email),
-          values.map((c) => c.name),
-          values.map((c) => c.age),
-        ]);
-      } else {
-        const { tuples, params } = contactRows(org, values);
-        await sql.query(`INSERT INTO ${db.contacts} AS c (org, email, name, age) VALUES ${tuples} ${upsert}`, params);
-      }
+      const { rows, params } = contactRows(sql.dialect, org, values);
+      await sql.query(
+        `INSERT INTO ${db.contacts} AS c (org, email, name, age) ${rows}
+         ON CONFLICT (org, email) DO UPDATE SET name = excluded.name, age = excluded.age, updated_at = ${now} WHERE ${changed}`,
+        params,
+      );
       return counts;
     },
   };

@@ -3,7 +3,7 @@
 // read must find them through the (org, email) index: a read that walks the org's contacts makes
 // a large import quadratic. On PostgreSQL the rows travel as arrays, which must carry any text.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { batchCounts, contactsImporter, type Contact } from "../src/contacts.js";
+import { batchCounts, contactRows, contactsImporter, type Contact } from "../src/contacts.js";
 import { backendNames, createEnv, type Env } from "./support.js";
 
 const names = await backendNames();
@@ -18,10 +18,8 @@ describe.each(names)("the contacts importer's batches (%s)", (name) => {
     env = await createEnv(name);
     const rows = Array.from({ length: EXISTING }, (_, i) => ({ email: `c${i}@example.org`, name: `C ${i}`, age: i % 100 }));
     for (let at = 0; at < rows.length; at += 500) {
-      const chunk = rows.slice(at, at + 500);
-      const params: unknown[] = [];
-      const tuples = chunk.map((c) => `($${params.push(ORG)}, $${params.push(c.email)}, $${params.push(c.name)}, $${params.push(c.age)})`);
-      await env.db.sql.query(`INSERT INTO ${env.db.contacts} (org, email, name, age) VALUES ${tuples.join(", ")}`, params);
+      const chunk = contactRows(env.db.sql.dialect, ORG, rows.slice(at, at + 500));
+      await env.db.sql.query(`INSERT INTO ${env.db.contacts} (org, email, name, age) ${chunk.rows}`, chunk.params);
     }
     // With fresh statistics, as in a long-running app.
     await env.db.sql.query(name === "postgres" ? `ANALYZE ${env.db.contacts}` : "ANALYZE");
