@@ -1,4 +1,4 @@
-import { JobAbortedError, RunAbort, loseJob } from "./abort.js";
+import { JobAbortedError } from "./abort.js";
 import { Batcher } from "./batcher.js";
 import { WorkerBuffer } from "./buffer.js";
 import type { ClaimedJob } from "./claim.js";
@@ -6,11 +6,12 @@ import { ClaimPlan } from "./claim-plan.js";
 import { completeRuns, type Completion } from "./complete.js";
 import type { JobsDatabase } from "./db/database.js";
 import { WorkerEmitter, type WorkerEventName, type WorkerListener } from "./events.js";
-import { jobInfo, runHandler } from "./execute.js";
+import { jobInfo } from "./execute.js";
 import { EXTENSIONS_PER_LEASE, extendLeases } from "./lease.js";
 import { reclaimJobs } from "./reclaim.js";
 import { OUTAGE_BACKOFF, backoffMs, retrying } from "./retry.js";
-import { handBack, settle, type RunDeps, type SettleWrites } from "./settle.js";
+import { WorkerRuns } from "./runs.js";
+import { handBack, type RunDeps, type SettleWrites } from "./settle.js";
 import { instrumentEmitter } from "./telemetry.js";
 import { repeat, within } from "./timers.js";
 import type { Handlers, JobInfo } from "./types.js";
@@ -26,26 +27,15 @@ const WRITES_WHEN_STOPPING = 4;
 /** Completions still unwritten at shutdown get at least this long to land. */
 const MIN_FLUSH_MS = 1000;
 
-interface Run {
-  job: ClaimedJob;
-  info: JobInfo;
-  abort: RunAbort;
-  startedAt: number;
-  /** Its start write's answer: the write that ends the run waits for it. */
-  answered: Promise<unknown>;
-  done: Promise<void>;
-}
-
 /**
  * created → running: `run()` starts the claim loop, the lease keeper and the sweep.
  * running → stopping: `stop()` or the signal; nothing more is claimed or started, buffered
  *   jobs are handed back, in-flight ones get `gracePeriod`, then are handed back too.
  * stopping → stopped: completions flushed (or abandoned), timers and wake-ups closed.
  *
- * Ownership: `running`, `completing` and the buffer are touched only on this event loop by
- * the claim loop, `start`, the lease keeper and shutdown — never across an await that assumes
- * them unchanged. `completing` holds runs whose success waits in the batcher: their leases are
- * still extended until the batch lands.
+ * Ownership: the runs and the buffer are touched only on this event loop by the claim loop,
+ * the runs' starts, the lease keeper and shutdown — never across an await that assumes them
+ * unchanged.
  */
 export class Worker {
   readonly id: string;
@@ -59,10 +49,7 @@ export class Worker {
   private readonly buffer: WorkerBuffer;
   private readonly completions: Batcher<Completion, boolean>;
   private readonly wakeups: Wakeups;
-  private readonly running = new Map<string, Run>();
-  private readonly completing = new Map<string, number>();
-  /** Every run until its outcome is written (a run leaves `running` when its handler returns). */
-  private readonly finishing = new Set<Promise<void>>();
+  private readonly runs: WorkerRuns;
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
   private idleAnnounced = false;
@@ -107,6 +94,18 @@ export class Worker {
           giveUp: (failures) => this.state !== "running" && failures >= WRITES_WHEN_STOPPING,
         }),
     };
+    this.runs = new WorkerRuns({
+      run: this.deps,
+      handlers: this.handlers,
+      writes: this.writes,
+      plan: this.plan,
+      slotFreed: () => this.slotsMayBeFree(),
+      mayHaveWork: () => {
+        this.mayHaveWork = true;
+        this.waker.wake();
+      },
+      onError: (error, during) => this.error(error, during),
+    });
     this.wakeups = new Wakeups(
       this.db,
       (queue) => {
@@ -162,7 +161,7 @@ export class Worker {
     while (this.state === "running") {
       this.fill();
       const size = this.plan.size();
-      const held = this.running.size + this.buffer.held;
+      const held = this.runs.size + this.buffer.held;
       const capacity = size - held;
       // Claim in batches: wait until half the room is free, unless slots would sit idle.
       const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.buffer.waiting === 0 && capacity > 0);
@@ -183,7 +182,7 @@ export class Worker {
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job), claimToken: job.token });
           // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
           for (const job of jobs) {
-            if (job.started && this.state === "running") this.start(job);
+            if (job.started && this.state === "running") this.runs.start(job);
             else this.buffer.push(job);
           }
           if (jobs.length > 0) this.idleAnnounced = false;
@@ -195,7 +194,7 @@ export class Worker {
           continue;
         }
       }
-      if (this.running.size === 0 && this.buffer.held === 0 && !this.idleAnnounced) {
+      if (this.runs.size === 0 && this.buffer.held === 0 && !this.idleAnnounced) {
         this.idleAnnounced = true;
         this.emitter.emit("worker:idle", { workerId: this.id });
       }
@@ -223,88 +222,31 @@ export class Worker {
   private fill(): void {
     if (this.state !== "running") return;
     this.buffer.startInto(
-      this.settings.concurrency - this.running.size,
-      (job, answered) => this.start(job, answered),
-      (job) => this.lost(job, "start"),
+      this.settings.concurrency - this.runs.size,
+      (job, answered) => this.runs.start(job, answered),
+      (job) => this.runs.lost(job, "start"),
       () => this.state !== "running",
     );
   }
 
-  /** `answered`: when the write that counted the job's attempt was answered (at once when the claim counted it). */
-  private start(job: ClaimedJob, answered: Promise<unknown> = Promise.resolve()): void {
-    const info = jobInfo(job);
-    this.plan.started(job.group);
-    const startedAt = Date.now();
-    const run = { job, info, abort: new RunAbort(), startedAt, answered } as Run;
-    this.running.set(job.token, run);
-    this.emitter.emit("job:started", { job: info, claimToken: job.token, waitMs: Math.max(0, startedAt - job.runAt.getTime()) });
-    run.done = this.execute(run);
-    this.finishing.add(run.done);
-    const finished = () => this.finishing.delete(run.done);
-    run.done.then(finished, finished);
-  }
-
-  private async execute(run: Run): Promise<void> {
-    const { job, info } = run;
-    const outcome = await runHandler(job, info, this.handlers, this.deps, run.abort);
-    const durationMs = Date.now() - run.startedAt;
-    this.plan.prefetch.handlerTook(durationMs);
-    // Free the slot now; the write below may wait for its batch.
-    this.running.delete(job.token);
-    this.slotsMayBeFree();
-    if (run.abort.reason?.reason === "shutdown") return; // handed back already; whatever it produced is fenced out
-    if (outcome.kind === "succeeded") this.completing.set(job.token, job.id);
-    try {
-      // A handler may run before its start write is executed (see WorkerBuffer.startInto); the
-      // write that ends the run goes on another connection and could be executed first, the
-      // start write then finding the job no longer running: its attempt never counted.
-      await run.answered;
-      await settle(job, info, outcome, durationMs, this.deps, this.writes);
-    } catch (error) {
-      // Abandoned at shutdown with the database unreachable: the lease will bring it back.
-      this.error(error, "finishing a job");
-    } finally {
-      this.completing.delete(job.token);
-      // Fair mode: the slot of its key and group is free once this write has landed (the row is
-      // no longer running), not when the handler returned: claim again now. A job snoozed for
-      // 0 s is ready again at once.
-      if (this.plan.isFair || outcome.kind === "snoozed") {
-        this.plan.slotFreed();
-        this.mayHaveWork = true;
-        this.waker.wake();
-      }
-    }
-  }
-
   /** The lease keeper: extends every held claim; a claim found lost stops its run or leaves the buffer. */
   private async extendAll(): Promise<void> {
-    const claims = [
-      ...[...this.running.values()].map((r) => ({ id: r.job.id, token: r.job.token })),
-      ...this.buffer.claims(),
-      ...[...this.completing].map(([token, id]) => ({ id, token })),
-    ];
+    const claims = [...this.runs.claims(), ...this.buffer.claims()];
     if (claims.length === 0) return;
     const askedAt = performance.now();
     const sentAt = new Date();
     const owned = await extendLeases(this.db, claims, this.settings.lease);
     this.buffer.confirmed(askedAt);
     for (const { token } of claims) {
-      const run = this.running.get(token);
+      const run = this.runs.get(token);
       if (owned.has(token)) {
         if (run) this.emitter.emit("job:heartbeat", { job: run.info, claimToken: token, sentAt });
         continue;
       }
-      if (run) this.lost(run.job, "heartbeat");
+      if (run) this.runs.lost(run.job, "heartbeat");
       const dropped = this.buffer.drop(token);
       if (dropped) this.emitter.emit("job:fenced", { job: jobInfo(dropped), claimToken: token, write: "heartbeat" });
     }
-  }
-
-  /** A running job found no longer ours: its run's signal fires; its writes will be refused. */
-  private lost(job: ClaimedJob, write: "start" | "heartbeat"): void {
-    const run = this.running.get(job.token);
-    this.emitter.emit("job:fenced", { job: run?.info ?? jobInfo(job), claimToken: job.token, write });
-    if (run) loseJob(run.abort, run.info);
   }
 
   private async sweep(): Promise<void> {
@@ -319,21 +261,21 @@ export class Worker {
 
   private async shutdown(): Promise<void> {
     this.state = "stopping";
-    this.emitter.emit("worker:stopping", { workerId: this.id, inFlight: this.running.size });
+    this.emitter.emit("worker:stopping", { workerId: this.id, inFlight: this.runs.size });
     this.waker.wake();
     // A claim or a start write in flight adds to the buffer when it lands: wait for both.
     await this.looping;
     const buffered = await this.buffer.drain();
     await Promise.all(buffered.map((job) => this.handBack(job, jobInfo(job))));
-    const inFlight = [...this.running.values()];
+    const inFlight = this.runs.inFlight();
     if (inFlight.length > 0) await within(this.settings.graceMs, Promise.all(inFlight.map((r) => r.done)));
-    const late = [...this.running.values()];
+    const late = this.runs.inFlight();
     for (const run of late) run.abort.abort(new JobAbortedError("shutdown", `worker ${this.id} is shutting down; job ${run.job.id} was handed back`));
     await Promise.all(late.map((run) => this.handBack(run.job, run.info)));
     // Runs whose handlers returned may still wait to write (for a start write's answer, a batch).
     await within(
       Math.max(this.settings.graceMs, MIN_FLUSH_MS),
-      Promise.allSettled(this.finishing).then(() => this.completions.idle()),
+      this.runs.written().then(() => this.completions.idle()),
     );
     this.completions.abandon(new Error("worker stopped before this completion could be written"));
     await this.buffer.close();
