@@ -171,7 +171,7 @@ export const mysqlMigrations: Migration[] = [
   {
     version: 7,
     name: "finished_counts",
-    // See migrations/postgres.ts version 7; the shard is CONNECTION_ID() % COUNT_SHARDS.
+    // See migrations/postgres-counts.ts, version 7; the shard is CONNECTION_ID() % COUNT_SHARDS.
     // DDL commits on its own here: rows that finish while the backfill reads may be counted
     // once more or less (the backfill writes shard -1, so running it again replaces, not adds).
     statements: ({ table, named }) => {
@@ -227,7 +227,7 @@ export const mysqlMigrations: Migration[] = [
   {
     version: 10,
     name: "finished_minutes",
-    // See migrations/postgres.ts version 10: row triggers beside migration 7's, the shard is
+    // See migrations/postgres-counts.ts, version 10: row triggers beside migration 7's, the shard is
     // CONNECTION_ID() % COUNT_SHARDS. ON DUPLICATE KEY UPDATE assigns left to right, each seeing
     // the ones before: n is set while minute still holds the slot's old minute.
     statements: ({ table, named }) => {

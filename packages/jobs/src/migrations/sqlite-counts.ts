@@ -1,4 +1,5 @@
-import type { SchemaNames } from "./types.js";
+import { SQLITE_NOW } from "../dialects/sqlite.js";
+import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration, type SchemaNames } from "./types.js";
 
 /** The triggers that keep jobs_counts (migration 7), as migration 11 replaces them. */
 const TRIGGERS = ["jobs_count_insert", "jobs_count_delete", "jobs_count_update_old", "jobs_count_update_new"] as const;
@@ -85,3 +86,64 @@ export function countsWithoutInLists(names: SchemaNames): string[] {
     ...countTriggers(names, (row) => `(${finished(`${row}.`)})`),
   ];
 }
+
+/** Migration 7: finished jobs per queue, tenant and status (jobs_counts), kept by row triggers. */
+export const finishedCounts: Migration = {
+  version: 7,
+  name: "finished_counts",
+  // See migrations/postgres-counts.ts, version 7. One writer at a time: one shard (0) is enough.
+  statements: (names) => {
+    const { table, named, index } = names;
+    const on = table.slice(table.lastIndexOf(".") + 1);
+    const counts = named("jobs_counts");
+    const finished = "('done', 'failed', 'cancelled')";
+    return [
+      // The waiting count of statusCounts reads the waiting jobs only (dependencies, migration 6).
+      `CREATE INDEX IF NOT EXISTS ${index("jobs_waiting")} ON ${on} (queue) WHERE status = 'waiting'`,
+      countsTable(counts, `status IN ${finished}`),
+      ...countTriggers(names, (row) => `${row}.status IN ${finished}`),
+      `INSERT INTO ${counts} (queue, tenant, status, shard, n)
+          SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ${finished} GROUP BY queue, COALESCE(tenant, ''), status
+          ON CONFLICT (queue, tenant, status, shard) DO NOTHING`,
+    ];
+  },
+};
+
+/** Migration 10: jobs ended per queue and minute (jobs_minutes), kept by row triggers. */
+export const finishedMinutes: Migration = {
+  version: 10,
+  name: "finished_minutes",
+  // See migrations/postgres-counts.ts, version 10: row triggers here, one shard (0), minutes of the
+  // epoch-millisecond finished_at.
+  statements: ({ table, named, index }) => {
+    const on = table.slice(table.lastIndexOf(".") + 1);
+    const minutes = named("jobs_minutes");
+    const inBody = minutes.slice(minutes.lastIndexOf(".") + 1);
+    const counted = (row: "OLD" | "NEW") => `${row}.status IN ('done', 'failed') AND ${row}.finished_at >= ${SQLITE_NOW} - ${MINUTE_HORIZON * 60_000}`;
+    const upsert = (values: string) =>
+      `INSERT INTO ${inBody} (slot, queue, status, shard, minute, n) ${values}
+           ON CONFLICT (slot, queue, status, shard) DO UPDATE
+           SET n = CASE WHEN minute = excluded.minute THEN n + excluded.n WHEN minute < excluded.minute THEN excluded.n ELSE n END,
+               minute = max(minute, excluded.minute)`;
+    const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
+      `${upsert(`VALUES ((${row}.finished_at / 60000) % ${MINUTE_SLOTS}, ${row}.queue, ${row}.status, 0, ${row}.finished_at / 60000, ${delta})`)};`;
+    const moved = "(OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.finished_at IS NOT NEW.finished_at)";
+    return [
+      `CREATE TABLE IF NOT EXISTS ${minutes} (
+          slot INTEGER NOT NULL,
+          queue TEXT NOT NULL,
+          status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
+          shard INTEGER NOT NULL,
+          minute INTEGER NOT NULL,
+          n INTEGER NOT NULL,
+          PRIMARY KEY (slot, queue, status, shard)
+        )`,
+      ...rowCountTriggers({ index, on, prefix: "jobs_minute", columns: "status, queue, finished_at", counts: counted, moved, bump }),
+      `DELETE FROM ${minutes}`,
+      upsert(
+        `SELECT (finished_at / 60000) % ${MINUTE_SLOTS}, queue, status, 0, finished_at / 60000, count(*) FROM ${table}
+           WHERE ${counted("NEW").replace(/NEW\./g, "")} GROUP BY finished_at / 60000, queue, status`,
+      ),
+    ];
+  },
+};

@@ -1,6 +1,6 @@
 import { SQLITE_NOW, sqliteFinished } from "../dialects/sqlite.js";
-import { countsTable, countTriggers, countsWithoutInLists, rowCountTriggers } from "./sqlite-counts.js";
-import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
+import { countsWithoutInLists, finishedCounts, finishedMinutes } from "./sqlite-counts.js";
+import type { Migration } from "./types.js";
 
 /** The jobs table of migrations/postgres.ts in SQLite: timestamps are epoch milliseconds (INTEGER), JSON is TEXT. */
 export const sqliteMigrations: Migration[] = [
@@ -208,26 +208,7 @@ export const sqliteMigrations: Migration[] = [
       ];
     },
   },
-  {
-    version: 7,
-    name: "finished_counts",
-    // See migrations/postgres.ts version 7. One writer at a time: one shard (0) is enough.
-    statements: (names) => {
-      const { table, named, index } = names;
-      const on = table.slice(table.lastIndexOf(".") + 1);
-      const counts = named("jobs_counts");
-      const finished = "('done', 'failed', 'cancelled')";
-      return [
-        // The waiting count of statusCounts reads the waiting jobs only (dependencies, migration 6).
-        `CREATE INDEX IF NOT EXISTS ${index("jobs_waiting")} ON ${on} (queue) WHERE status = 'waiting'`,
-        countsTable(counts, `status IN ${finished}`),
-        ...countTriggers(names, (row) => `${row}.status IN ${finished}`),
-        `INSERT INTO ${counts} (queue, tenant, status, shard, n)
-          SELECT queue, COALESCE(tenant, ''), status, 0, count(*) FROM ${table} WHERE status IN ${finished} GROUP BY queue, COALESCE(tenant, ''), status
-          ON CONFLICT (queue, tenant, status, shard) DO NOTHING`,
-      ];
-    },
-  },
+  finishedCounts,
   {
     version: 8,
     name: "finished_history",
@@ -244,43 +225,7 @@ export const sqliteMigrations: Migration[] = [
       `CREATE INDEX IF NOT EXISTS ${index("jobs_failed")} ON ${table.slice(table.lastIndexOf(".") + 1)} (id) WHERE status = 'failed'`,
     ],
   },
-  {
-    version: 10,
-    name: "finished_minutes",
-    // See migrations/postgres.ts version 10: row triggers here, one shard (0), minutes of the
-    // epoch-millisecond finished_at.
-    statements: ({ table, named, index }) => {
-      const on = table.slice(table.lastIndexOf(".") + 1);
-      const minutes = named("jobs_minutes");
-      const inBody = minutes.slice(minutes.lastIndexOf(".") + 1);
-      const counted = (row: "OLD" | "NEW") => `${row}.status IN ('done', 'failed') AND ${row}.finished_at >= ${SQLITE_NOW} - ${MINUTE_HORIZON * 60_000}`;
-      const upsert = (values: string) =>
-        `INSERT INTO ${inBody} (slot, queue, status, shard, minute, n) ${values}
-           ON CONFLICT (slot, queue, status, shard) DO UPDATE
-           SET n = CASE WHEN minute = excluded.minute THEN n + excluded.n WHEN minute < excluded.minute THEN excluded.n ELSE n END,
-               minute = max(minute, excluded.minute)`;
-      const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
-        `${upsert(`VALUES ((${row}.finished_at / 60000) % ${MINUTE_SLOTS}, ${row}.queue, ${row}.status, 0, ${row}.finished_at / 60000, ${delta})`)};`;
-      const moved = "(OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.finished_at IS NOT NEW.finished_at)";
-      return [
-        `CREATE TABLE IF NOT EXISTS ${minutes} (
-          slot INTEGER NOT NULL,
-          queue TEXT NOT NULL,
-          status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
-          shard INTEGER NOT NULL,
-          minute INTEGER NOT NULL,
-          n INTEGER NOT NULL,
-          PRIMARY KEY (slot, queue, status, shard)
-        )`,
-        ...rowCountTriggers({ index, on, prefix: "jobs_minute", columns: "status, queue, finished_at", counts: counted, moved, bump }),
-        `DELETE FROM ${minutes}`,
-        upsert(
-          `SELECT (finished_at / 60000) % ${MINUTE_SLOTS}, queue, status, 0, finished_at / 60000, count(*) FROM ${table}
-           WHERE ${counted("NEW").replace(/NEW\./g, "")} GROUP BY finished_at / 60000, queue, status`,
-        ),
-      ];
-    },
-  },
+  finishedMinutes,
   {
     version: 11,
     name: "counts_without_in_lists",
