@@ -1,6 +1,7 @@
 import { loadDriver } from "./driver.js";
 import type { Executor } from "./executor.js";
-import { BUSY_RETRY_FOR_MS, SQLITE_BUSY_TIMEOUT_MS, SqliteExecutor, isBusy, isPrivateSqlite, isSqliteDatabase, type SqliteDatabase } from "./sqlite.js";
+import { BUSY_RETRY_FOR_MS, SQLITE_BUSY_TIMEOUT_MS, isBusy } from "./sqlite-busy.js";
+import { SqliteExecutor, isPrivateSqlite, isSqliteDatabase, type SqliteDatabase } from "./sqlite.js";
 
 type SqliteConstructor = new (path: string, options?: { timeout?: number; readonly?: boolean; fileMustExist?: boolean }) => SqliteDatabase;
 

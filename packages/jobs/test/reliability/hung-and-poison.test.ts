@@ -6,7 +6,7 @@
 import Database from "better-sqlite3";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
-import { isBusy } from "../../src/db/sqlite.js";
+import { isBusy } from "../../src/db/sqlite-busy.js";
 import { enqueue, enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { effectTables } from "./helpers/effects.js";
