@@ -28,6 +28,7 @@ export async function insertFlow(
   insert: InsertJobs,
   field: (i: number, name: string) => string,
 ): Promise<number[]> {
+  checkLocalTenants(jobs, plan, field);
   return db.executor.transaction(async (tx) => {
     const existing = await lockExisting(db, tx, plan.existingIds);
     plan.items.forEach((item, i) => {
@@ -58,6 +59,25 @@ export async function insertFlow(
     if (named.length > 0)
       await tx.query(`UPDATE ${db.table} SET has_dependents = ${db.dialect === "postgres" ? "true" : "1"} WHERE ${db.sql.inList("id", "$1")}`, [named]);
     return ids;
+  });
+}
+
+/**
+ * A dependency by ref obeys the rule of one by id: the same tenant, or no tenant on both sides.
+ * Checked before the transaction: a cross-tenant edge would let one tenant's failure fail
+ * another's job, and show its id in the other's dependsOn.
+ */
+function checkLocalTenants(jobs: NewJob[], plan: FlowPlan, field: (i: number, name: string) => string): void {
+  plan.items.forEach((item, i) => {
+    const tenant = (jobs[i] as NewJob).tenant;
+    for (const j of item.local) {
+      const other = (jobs[j] as NewJob).tenant;
+      if (other === tenant) continue;
+      throw new JobError(
+        `${field(i, "dependsOn")} names a ref (${field(j, "ref")}) whose job ${other === null ? "has no tenant" : `is of tenant ${JSON.stringify(other)}`}; this job ${tenant === null ? "has no tenant" : `is of tenant ${JSON.stringify(tenant)}`} (a dependency must be a job of the same tenant)`,
+        field(i, "dependsOn"),
+      );
+    }
   });
 }
 

@@ -132,6 +132,50 @@ describe.each(backends())("dependencies ($name)", (backend) => {
     expect(await count()).toBe(before + 1);
   });
 
+  it("a dependency by ref must be a job of the same tenant, as by id: another tenant's, or tenant against none, is refused, nothing written", async () => {
+    const queue = "ref-tenants";
+    const before = await count();
+    const cases: [{ tenant?: string }, { tenant?: string }, RegExp][] = [
+      [
+        { tenant: "org-a" },
+        { tenant: "org-b" },
+        /^items\[1\]\.dependsOn names a ref \(items\[0\]\.ref\) whose job is of tenant "org-a"; this job is of tenant "org-b" \(a dependency must be a job of the same tenant\)$/,
+      ],
+      [
+        { tenant: "org-a" },
+        {},
+        /^items\[1\]\.dependsOn names a ref \(items\[0\]\.ref\) whose job is of tenant "org-a"; this job has no tenant \(a dependency must be a job of the same tenant\)$/,
+      ],
+      [
+        {},
+        { tenant: "org-b" },
+        /^items\[1\]\.dependsOn names a ref \(items\[0\]\.ref\) whose job has no tenant; this job is of tenant "org-b" \(a dependency must be a job of the same tenant\)$/,
+      ],
+    ];
+    for (const [dependency, dependent, message] of cases) {
+      const error = await enqueueMany(
+        [
+          { task: "a", ref: "x", ...dependency },
+          { task: "b", dependsOn: ["x"], ...dependent },
+        ],
+        { db: t.db, queue },
+      ).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(JobError);
+      expect((error as Error).message).toMatch(message);
+      expect((error as JobError).field).toBe("items[1].dependsOn");
+    }
+    expect(await count()).toBe(before);
+    // Same tenant (or none on both sides) by ref stays a flow.
+    const [a, b] = await enqueueMany(
+      [
+        { task: "a", ref: "x", tenant: "org-a" },
+        { task: "b", dependsOn: ["x"], tenant: "org-a" },
+      ],
+      { db: t.db, queue },
+    );
+    expect(await getJob(b as number, { db: t.db, tenant: "org-a" })).toMatchObject({ status: "waiting", dependsOn: [a] });
+  });
+
   it("ctx.dependencies() reads only its own tenant: two tenants' twin flows, and an edge planted across tenants, never cross", async () => {
     const queue = "tenants";
     const a = await enqueue("step", { n: 1 }, { db: t.db, queue, tenant: "org-a" });
