@@ -1,3 +1,4 @@
+import { refuseAddressHeader } from "./address-headers.js";
 import { isEmailAddress, type MailAddress } from "./address.js";
 import { base64ByteLength, isBase64Bytes, type Base64Bytes } from "./bytes.js";
 import { MailPayloadError } from "./errors.js";
@@ -73,6 +74,7 @@ function headers(value: unknown): MailHeader[] {
     if (!isRecord(item)) throw new MailPayloadError(`headers[${i}]`, "must be a { key, value } object");
     const key = text(`headers[${i}].key`, item.key);
     if (!HEADER_NAME.test(key)) throw new MailPayloadError(`headers[${i}].key`, `'${key}' is not a valid header name`);
+    refuseAddressHeader(`headers[${i}].key`, key);
     return { key, value: headerText(`headers.${key}`, item.value) };
   });
 }
