@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { isEmailAddress } from "./address.js";
 import { suppressionKey } from "./suppression.js";
 
 /** How long an unsubscribe link keeps working by default: 90 days (old newsletters get clicked). */
@@ -52,6 +53,14 @@ export function createUnsubscribeToken(address: string, options: UnsubscribeToke
   const key = typeof address === "string" ? suppressionKey(address) : "";
   if (key === "" || /[\r\n]/.test(key))
     throw new TypeError(`createUnsubscribeToken: address must be a non-empty one-line string; got ${JSON.stringify(address)}`);
+  // A token for a non-address would verify, and its `address` would then be added to the
+  // suppression list, where it matches no recipient: the person would go on getting mail.
+  if (!isEmailAddress(key)) {
+    throw new TypeError(
+      "createUnsubscribeToken: address must be the recipient's email address alone, such as alice@example.com " +
+        `(no display name, one address); got ${JSON.stringify(address)}`,
+    );
+  }
   const ttl = options.ttlSeconds ?? DEFAULT_UNSUBSCRIBE_TTL_SECONDS;
   if (!Number.isFinite(ttl) || ttl <= 0) throw new TypeError(`createUnsubscribeToken: ttlSeconds must be a number of seconds above 0; got ${String(ttl)}`);
   const now = options.now ?? new Date();

@@ -56,6 +56,16 @@ describe("unsubscribe tokens", () => {
     expect(() => createUnsubscribeToken(" ", { secret: SECRET })).toThrow(/address must be a non-empty/);
     expect(() => createUnsubscribeToken("a@example.com", { secret: SECRET, ttlSeconds: 0 })).toThrow(/ttlSeconds must be/);
   });
+
+  it("refuses something that is not an email address, saying to pass the recipient's bare address", () => {
+    for (const notAnAddress of ["not an address", "alice", "alice@", "@example.com", "Alice <alice@example.com>", "a@example.com, b@example.com"]) {
+      expect(() => createUnsubscribeToken(notAnAddress, { secret: SECRET })).toThrow(TypeError);
+      expect(() => createUnsubscribeToken(notAnAddress, { secret: SECRET })).toThrow(
+        `createUnsubscribeToken: address must be the recipient's email address alone, such as alice@example.com (no display name, one address); got ${JSON.stringify(notAnAddress)}`,
+      );
+    }
+    expect(() => createUnsubscribeToken(42 as unknown as string, { secret: SECRET })).toThrow(/address must be a non-empty/);
+  });
 });
 
 describe("RFC 8058 headers", () => {
