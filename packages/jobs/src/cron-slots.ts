@@ -16,6 +16,12 @@ export interface CronSlots {
 
 const MINUTE = 60_000;
 const DAY = 24 * 60 * MINUTE;
+/**
+ * How far ahead a new schedule must have a slot. An expression has no year field, so whatever
+ * it names repeats within the leap-year cycle; the longest wait is February 29 across a century
+ * year that has none (2096 to 2104): eight years, counted here in 366-day years to spare the edge.
+ */
+const SLOT_HORIZON_MS = 8 * 366 * DAY;
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
@@ -58,6 +64,20 @@ export function cronSlots(cron: unknown, zone: string): CronSlots {
       }
     },
   };
+}
+
+/**
+ * Refuses an expression that names no time that exists (February 30, April 31): stored, it would
+ * never run and say nothing. `now` is where the search starts.
+ */
+export function checkHasSlots(slots: CronSlots, cron: string, now: Date): void {
+  const next = slots.nextAfter(now);
+  if (next === null || next.getTime() - now.getTime() > SLOT_HORIZON_MS) {
+    throw new JobError(
+      `cron ${JSON.stringify(cron)} has no slot in the next 8 years, so it would never run: its day of month does not exist in the months it names (like February 30 or April 31); fix the day-of-month or month field`,
+      "cron",
+    );
+  }
 }
 
 function formatterFor(zone: string): Intl.DateTimeFormat {

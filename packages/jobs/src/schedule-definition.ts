@@ -1,5 +1,5 @@
 import type { JobsDatabase } from "./db/database.js";
-import { checkTimezone, cronSlots } from "./cron-slots.js";
+import { checkHasSlots, checkTimezone, cronSlots } from "./cron-slots.js";
 import { JobError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { DEFAULT_QUEUE, type DatabaseOptions, type DbLike } from "./options.js";
@@ -81,7 +81,7 @@ export function checkDefinition(cron: unknown, options: unknown, where: string):
   }
   const o = options as ScheduleOptions;
   const timezone = o.timezone === undefined ? "UTC" : checkTimezone(o.timezone);
-  cronSlots(cron, timezone);
+  checkHasSlots(cronSlots(cron, timezone), (cron as string).trim(), new Date());
   if (o.catchUp !== undefined && !["none", "last", "all"].includes(o.catchUp)) {
     throw new JobError(`${where}: catchUp must be "none", "last" or "all", got ${describe(o.catchUp)}`, "catchUp");
   }
