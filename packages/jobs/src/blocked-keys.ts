@@ -75,6 +75,8 @@ export async function surveyKeys(db: JobsDatabase, tx: Executor): Promise<Survey
     } else if (r.kind === "e") {
       const rate = ruleFor(String(r.k), rules)?.rate;
       if (!rate) continue;
+      // Refilled "in the future" (the clock stepped back): left to the claim, which brings it back to now under its lock.
+      if (toDate(r.at).getTime() > toDate(r.now).getTime()) continue;
       const elapsed = Math.max(0, toDate(r.now).getTime() - toDate(r.at).getTime()) / 1000;
       const tokens = Math.min(rate.burst, Number(r.n) + (elapsed * rate.limit) / rate.perSeconds);
       if (wholeTokens(tokens) >= 1) continue;

@@ -87,6 +87,7 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
     "fair_running",
   );
   const runningOf = new Map(running.rows.map((r) => [String(r.k), Number(r.n)]));
+  await clampFutureRefills(db, tx, rows);
   for (const row of rows) {
     const key = String(row.k);
     const rule = limited.get(key) as LimitRule;
@@ -99,4 +100,21 @@ export async function lockKeys(db: JobsDatabase, tx: Executor, limited: Map<stri
     locked.set(key, { rule, now: row.now, tokens, budget: { slots, tokens: wholeTokens(tokens) } });
   }
   return locked;
+}
+
+/**
+ * A refill time ahead of the clock (the clock stepped back, e.g. by NTP) counts no time until
+ * the clock catches up, and a key out of tokens has no claim that would rewrite it: the key
+ * would get no token for as long as the step. Brought back to now, under the lock, the bucket
+ * refills from now on.
+ */
+async function clampFutureRefills(db: JobsDatabase, tx: Executor, rows: { k: string; refilled_at: unknown; now: unknown }[]): Promise<void> {
+  const ahead = rows.filter((r) => toDate(r.refilled_at).getTime() > toDate(r.now).getTime());
+  if (ahead.length === 0) return;
+  // PostgreSQL's now() is still the instant the rows were read (the transaction's start).
+  const at = db.dialect === "postgres" ? db.sql.now : "$2";
+  await tx.query(
+    `UPDATE ${db.keysTable} SET refilled_at = ${at} WHERE ${db.sql.inList("concurrency_key", "$1")}`,
+    db.dialect === "postgres" ? [ahead.map((r) => String(r.k))] : [ahead.map((r) => String(r.k)), (ahead[0] as { now: unknown }).now],
+  );
 }
