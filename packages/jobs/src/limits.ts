@@ -5,7 +5,7 @@ import { keyUsage, throttledNow } from "./limit-usage.js";
 import { isPattern, LIMIT_COLUMNS, ruleFor, toRule, type LimitRow, type RateLimit } from "./limit-rules.js";
 import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
 import { forDialect, type PerDialect } from "./sql.js";
-import { MAX_FLOW_KEY_LENGTH, checkInteger, checkKnownOptions, checkName, describe } from "./validate.js";
+import { MAX_FLOW_KEY_LENGTH, checkInteger, checkLength, checkKnownOptions, checkName, describe } from "./validate.js";
 
 export type { RateLimit } from "./limit-rules.js";
 
@@ -56,9 +56,7 @@ export function checkLimitKey(value: unknown, where: string): string {
 /** A non-empty key or group name that fits the column it is compared with (limit keys and group names equal a job's). */
 export function checkFlowName(value: unknown, field: string, where: string): string {
   if (typeof value !== "string" || value.length === 0) throw new JobError(`${where}: ${field} must be a non-empty string, got ${describe(value)}`, field);
-  if (value.length > MAX_FLOW_KEY_LENGTH) {
-    throw new JobError(`${where}: ${field} must be at most ${MAX_FLOW_KEY_LENGTH} characters, got ${value.length}`, field);
-  }
+  checkLength(value, MAX_FLOW_KEY_LENGTH, field, where);
   return checkName(value, field);
 }
 

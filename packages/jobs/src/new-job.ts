@@ -1,7 +1,7 @@
 import { JobError } from "./errors.js";
 import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, ENQUEUE_ITEM_KEYS, type JobOptions } from "./options.js";
 import { toJsonText } from "./payload.js";
-import { MAX_FLOW_KEY_LENGTH, checkFlowKey, checkInteger, checkName, checkOptionalKey, checkSeconds, checkTenant } from "./validate.js";
+import { MAX_FLOW_KEY_LENGTH, checkFlowKey, checkLength, checkInteger, checkName, checkOptionalKey, checkSeconds, checkTenant } from "./validate.js";
 
 /** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
@@ -78,11 +78,13 @@ export function prepareJob(task: unknown, payload: unknown, options: JobOptions,
   }
   const tenant = checkTenant(options.tenant, field("tenant"), "a job without a tenant");
   const group = options.group === undefined ? "" : checkFlowKey(options.group, field("group"));
-  if (group === "" && tenant !== null && tenant.length > MAX_FLOW_KEY_LENGTH) {
-    throw new JobError(
-      `${field("tenant")} is the job's fair-share group and must then be at most ${MAX_FLOW_KEY_LENGTH} characters, got ${tenant.length}; give a shorter group`,
-      field("tenant"),
-    );
+  if (group === "" && tenant !== null) {
+    try {
+      checkLength(tenant, MAX_FLOW_KEY_LENGTH, `${field("tenant")} is the job's fair-share group and`);
+    } catch (error) {
+      // Said about the tenant, with what to do: give a shorter group.
+      throw new JobError(`${(error as Error).message}; give a shorter group`, field("tenant"));
+    }
   }
   return {
     task: checkedName(task, () => field("task")),

@@ -5,7 +5,7 @@ import type { Logger } from "./logger.js";
 import { DEFAULT_QUEUE, type DatabaseOptions, type DbLike } from "./options.js";
 import { toJsonText } from "./payload.js";
 import type { ScheduleDefinition } from "./schedule-rows.js";
-import { checkInteger, checkName, checkTenant, describe } from "./validate.js";
+import { MAX_FLOW_KEY_LENGTH, checkInteger, checkLength, checkName, checkTenant, describe } from "./validate.js";
 
 // What a schedule is made of, and the checks of a declaration (schedules.ts stores it).
 
@@ -13,8 +13,6 @@ import { checkInteger, checkName, checkTenant, describe } from "./validate.js";
 export const DEFAULT_CATCH_UP_LIMIT = 100;
 /** Above this, a long outage's walk back (see scheduler.ts) could not promise the cap. */
 const MAX_CATCH_UP_LIMIT = 1000;
-/** Schedule names sit in a MariaDB primary key and in each run's idempotency key. */
-const MAX_SCHEDULE_NAME_LENGTH = 191;
 
 /** What `schedule` takes besides the name and the cron expression. */
 export interface ScheduleOptions {
@@ -69,10 +67,9 @@ export const SCHEDULE_OPTION_KEYS = ["task", "payload", "queue", "tenant", "time
 export const DECLARATION_KEYS = ["name", "cron", ...SCHEDULE_OPTION_KEYS.filter((k) => k !== "db" && k !== "logger")];
 
 export function checkScheduleName(value: unknown, where: string): string {
-  const name = checkName(value, "name");
-  if (name.length > MAX_SCHEDULE_NAME_LENGTH)
-    throw new JobError(`${where}: name must be at most ${MAX_SCHEDULE_NAME_LENGTH} characters, got ${name.length}`, "name");
-  return name;
+  // Schedule names sit in a MariaDB primary key (VARCHAR(191)) and in each run's idempotency key.
+  if (typeof value === "string") checkLength(value, MAX_FLOW_KEY_LENGTH, "name", where);
+  return checkName(value, "name");
 }
 
 export function checkDefinition(cron: unknown, options: unknown, where: string): ScheduleDefinition {

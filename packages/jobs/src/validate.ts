@@ -2,6 +2,44 @@ import { JobError } from "./errors.js";
 
 /** Names, keys and tenants fit an indexed VARCHAR(255) on every backend. */
 export const MAX_NAME_LENGTH = 255;
+
+/**
+ * Fair-share groups, concurrency keys and schedule names: MariaDB keeps them in utf8mb4
+ * VARCHAR(191) columns (191 × 4 bytes fits InnoDB's smallest index key, 767 bytes).
+ * PostgreSQL's and SQLite's text columns take more; the smallest column decides for all three.
+ */
+export const MAX_FLOW_KEY_LENGTH = 191;
+
+/**
+ * Length as the columns count it: MariaDB's utf8mb4 VARCHAR(n) holds n code points, whatever
+ * their bytes, and PostgreSQL counts the same way. JavaScript's `length` counts UTF-16 units,
+ * two for an emoji, and would refuse keys the column stores.
+ */
+export function characterCount(value: string): number {
+  let count = 0;
+  for (let i = 0; i < value.length; i++) {
+    const unit = value.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < value.length) {
+      const next = value.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) i++;
+    }
+    count++;
+  }
+  return count;
+}
+
+/** The one error of a text over its column's length, in the unit the column counts. */
+export function checkLength(value: string, max: number, field: string, where?: string): void {
+  // Counting is only needed when the UTF-16 length could be over: most values are short.
+  if (value.length <= max) return;
+  const count = characterCount(value);
+  if (count > max) {
+    throw new JobError(
+      `${where ? `${where}: ` : ""}${field} must be at most ${max} characters, got ${count} (characters as the database counts them: Unicode code points, an emoji is one)`,
+      field,
+    );
+  }
+}
 const INT32_MAX = 2_147_483_647;
 
 export function checkKnownOptions(options: object, allowed: readonly string[], where: string): void {
@@ -21,22 +59,16 @@ export function checkName(value: unknown, field: string): string {
 }
 
 /** A key or tenant: absent, or a string; the empty string means "no key". */
-export function checkOptionalKey(value: unknown, field: string): string | null {
+export function checkOptionalKey(value: unknown, field: string, max = MAX_NAME_LENGTH): string | null {
   if (value === undefined || value === null || value === "") return null;
   if (typeof value !== "string") throw new JobError(`${field} must be a string, got ${describe(value)}`, field);
-  checkText(value, field);
+  checkText(value, field, max);
   return value;
 }
 
-/** Fair-share groups and concurrency keys: MariaDB indexes them beside the queue name (at most 191 characters). */
-export const MAX_FLOW_KEY_LENGTH = 191;
-
 /** A group or concurrency key: absent or empty means none. */
 export function checkFlowKey(value: unknown, field: string): string {
-  const key = checkOptionalKey(value, field);
-  if (key === null) return "";
-  if (key.length > MAX_FLOW_KEY_LENGTH) throw new JobError(`${field} must be at most ${MAX_FLOW_KEY_LENGTH} characters, got ${key.length}`, field);
-  return key;
+  return checkOptionalKey(value, field, MAX_FLOW_KEY_LENGTH) ?? "";
 }
 
 /**
@@ -61,10 +93,8 @@ export function checkJobId(value: unknown, field = "id"): number {
   return value;
 }
 
-function checkText(value: string, field: string): void {
-  if (value.length > MAX_NAME_LENGTH) {
-    throw new JobError(`${field} must be at most ${MAX_NAME_LENGTH} characters, got ${value.length}`, field);
-  }
+function checkText(value: string, field: string, max = MAX_NAME_LENGTH): void {
+  checkLength(value, max, field);
   if (value.includes("\u0000")) throw new JobError(`${field} cannot contain NUL (\\u0000) characters`, field);
   if (hasLoneSurrogate(value)) {
     throw new JobError(`${field} contains a lone surrogate (broken UTF-16); pass valid Unicode text`, field);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobError, listSchedules, schedule, syncSchedules } from "../src/index.js";
+import { enqueue, getJob, JobError, listLimits, listSchedules, schedule, setGroupWeight, setLimit, syncSchedules, unschedule } from "../src/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 // Issue 31.7: input that used to be stored and then did nothing (or the wrong thing) is refused
@@ -31,5 +31,41 @@ describe.each(backends())("refused input writes nothing ($name)", (backend) => {
     // February 29 comes back within 8 years even across 2100 (no leap day): it stays accepted.
     expect(await schedule("leap", "0 0 29 2 *", { task: "report", db: t.db })).toBe("created");
     expect((await listSchedules({ db: t.db })).map((s) => s.name)).toEqual(["leap"]);
+    await unschedule("leap", { db: t.db });
+  });
+
+  it("group, concurrencyKey, limit keys, group names and schedule names: at most 191 characters as the columns count them (an emoji is one)", async () => {
+    // An emoji is 2 UTF-16 units and 4 bytes; MariaDB's utf8mb4 VARCHAR(191) holds 191 of them.
+    const fits = "😀".repeat(191);
+    const over = "😀".repeat(192);
+    const [before] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs}");
+
+    const id = await enqueue("report", null, { db: t.db, group: fits, concurrencyKey: fits });
+    expect(await getJob(id, { db: t.db })).toMatchObject({ group: fits, concurrencyKey: fits });
+    const byTenant = await enqueue("report", null, { db: t.db, tenant: fits });
+    expect(await getJob(byTenant, { db: t.db })).toMatchObject({ group: fits, tenant: fits });
+    await setLimit(fits, { concurrency: 2 }, { db: t.db });
+    expect((await listLimits({ db: t.db })).map((l) => l.key)).toContain(fits);
+    await setGroupWeight(fits, 3, { db: t.db });
+    expect(await schedule(fits, "0 3 * * *", { task: "report", db: t.db })).toBe("created");
+    await unschedule(fits, { db: t.db });
+
+    // One limit, one message naming it and its unit, wherever the check is.
+    const tooLong = (field: string) =>
+      new RegExp(`${field} must be at most 191 characters, got 192 \\(characters as the database counts them: Unicode code points, an emoji is one\\)`);
+    for (const [fn, field] of [
+      [() => enqueue("report", null, { db: t.db, group: over }), "group"],
+      [() => enqueue("report", null, { db: t.db, concurrencyKey: over }), "concurrencyKey"],
+      [() => enqueue("report", null, { db: t.db, tenant: over }), "tenant is the job's fair-share group and"],
+      [() => setLimit(over, { concurrency: 2 }, { db: t.db }), "key"],
+      [() => setGroupWeight(over, 3, { db: t.db }), "group"],
+      [() => schedule(over, "0 3 * * *", { task: "report", db: t.db }), "name"],
+    ] as const) {
+      expect((await refusal(fn)).message).toMatch(tooLong(field));
+    }
+    const [after] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs}");
+    expect(Number(after!.n)).toBe(Number(before!.n) + 2);
+    expect((await listLimits({ db: t.db })).map((l) => l.key)).not.toContain(over);
+    expect(await listSchedules({ db: t.db })).toEqual([]);
   });
 });
