@@ -16,12 +16,21 @@ export interface SmtpCatcher {
   close(): Promise<void>;
 }
 
+export interface SmtpCatcherOptions {
+  /** Delays the server's "250 OK" (tests catch a worker in the middle of a send). */
+  beforeAccept?: (raw: string) => Promise<void>;
+  /** Called once a message is accepted (`pnpm mail-catcher` prints and stores it). */
+  onMessage?: (mail: CaughtMail) => void;
+  /** Default 0: a free port, for the demo and tests; `pnpm mail-catcher` uses a fixed one. */
+  port?: number;
+}
+
 /**
  * A real SMTP server on loopback that accepts every message and keeps it in memory: the
- * demo and the tests count what the worker delivered. No TLS, any (or no) login.
- * `beforeAccept` delays the server's "250 OK" (tests catch a worker in the middle of a send).
+ * demo and the tests count what the worker delivered, and `pnpm mail-catcher` stands in for
+ * a mail server in development. No TLS, any (or no) login.
  */
-export async function startSmtpCatcher(options: { beforeAccept?: (raw: string) => Promise<void> } = {}): Promise<SmtpCatcher> {
+export async function startSmtpCatcher(options: SmtpCatcherOptions = {}): Promise<SmtpCatcher> {
   const messages: CaughtMail[] = [];
   let connections = 0;
   const server = new SMTPServer({
@@ -39,12 +48,14 @@ export async function startSmtpCatcher(options: { beforeAccept?: (raw: string) =
         const raw = Buffer.concat(chunks).toString("utf8");
         // A test can hold the reply (a slow server) to catch the worker mid-send.
         if (options.beforeAccept) await options.beforeAccept(raw);
-        messages.push({
+        const mail: CaughtMail = {
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
           to: session.envelope.rcptTo.map((r) => r.address),
           subject: /^Subject: (.*)$/m.exec(raw)?.[1]?.trim() ?? "",
           raw,
-        });
+        };
+        messages.push(mail);
+        options.onMessage?.(mail);
       };
       // A hold that rejects answers the client with an error, instead of leaving it waiting
       // on a reply that never comes and the rejection unhandled.
@@ -55,7 +66,7 @@ export async function startSmtpCatcher(options: { beforeAccept?: (raw: string) =
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+    server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
   });
   const { port } = server.server.address() as { port: number };
   return {
