@@ -9,6 +9,8 @@ export interface CsvRecord {
   line: number;
   /** Line on which it ends: later than `line` when a quoted field holds line breaks. */
   endLine: number;
+  /** Set when the record cannot be imported whatever its fields say (bytes that are not text): it is rejected with this message. */
+  problem?: string;
 }
 
 /** Where the parser is, which runs a little ahead of the records handed out. */
@@ -64,7 +66,13 @@ function describe(error: CsvError): string {
  * Lines are counted here rather than in a csv-parse `on_record` hook, which builds a
  * context object per record and halves the parse rate.
  */
-export function readCsv(input: Readable, options: ImportOptions, fileBytes: (utf8Bytes: number) => number = (n) => n): CsvReader {
+export function readCsv(
+  input: Readable,
+  options: ImportOptions,
+  fileBytes: (utf8Bytes: number) => number = (n) => n,
+  /** What is wrong with the bytes of the lines up to `endLine` not yet asked about, if anything (see text-source.ts). */
+  lineProblem: (endLine: number) => string | undefined = () => undefined,
+): CsvReader {
   let failure: { records: number; message: string } | undefined;
   let malformed: MalformedRecord | undefined;
 
@@ -105,9 +113,11 @@ export function readCsv(input: Readable, options: ImportOptions, fileBytes: (utf
       emitted += 1;
       const line = endLine + 1;
       endLine = line + lineBreaksIn(fields);
+      // Asked of every record, skipped ones too, so that a problem is never carried to a later record.
+      const problem = lineProblem(endLine);
       // Also skips a line holding only "" in a one-column file: the price of counting lines here.
       if (options.skipEmptyLines && fields.length === 1 && fields[0] === "") continue;
-      yield { fields, line, endLine };
+      yield problem === undefined ? { fields, line, endLine } : { fields, line, endLine, problem };
     }
     if (failure !== undefined) malformed = { line: endLine + 1, message: failure.message };
   }

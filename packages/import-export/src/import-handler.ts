@@ -97,7 +97,7 @@ export function createImportHandler(options: ImportHandlerOptions): ImportHandle
       let sheet: (() => string | undefined) | undefined;
       if (job.format === "csv") {
         const text = await openText(handle, size, job.file, job.options);
-        source = readCsv(text.input, { ...job.options, delimiter: text.format.delimiter }, text.fileBytes);
+        source = readCsv(text.input, { ...job.options, delimiter: text.format.delimiter }, text.fileBytes, text.lineProblem);
         extra.format = text.format;
         delimiter = text.format.delimiter;
       } else {

@@ -90,7 +90,7 @@ export async function runImport(run: ImportRun): Promise<ImportReport> {
     if (record.line <= cursor) continue;
     line = record.endLine;
     pending += 1;
-    const row = toRow(record.fields, columns, options.relaxColumnCount);
+    const row: Row = record.problem === undefined ? toRow(record.fields, columns, options.relaxColumnCount) : { ok: false, message: record.problem };
     const problems = row.ok
       ? checkValidation(importer.validate(row.value, record.line))
       : { ok: false as const, errors: [{ field: "", message: row.message }] };

@@ -4,6 +4,7 @@ import iconv from "iconv-lite";
 import { ImportError } from "./errors.js";
 import type { ImportOptions } from "./payload.js";
 import { chooseEncoding, detectDelimiter, notText, SNIFF_BYTES, type TextEncoding } from "./sniff.js";
+import { INVALID_UTF8_MESSAGE, Utf8Check } from "./utf8-check.js";
 
 /** How the file was read: what the payload declared, or what was detected. */
 export interface TextFormat {
@@ -17,6 +18,8 @@ export interface TextSource {
   format: TextFormat;
   /** Bytes of the file behind `utf8Bytes` bytes of `input`, for progress against the file size. */
   fileBytes: (utf8Bytes: number) => number;
+  /** Why lines up to `endLine` (not asked about before) cannot be imported, if anything: invalid UTF-8. */
+  lineProblem?: (endLine: number) => string | undefined;
 }
 
 function decoderName(encoding: TextEncoding): string {
@@ -52,7 +55,12 @@ export async function openText(handle: FileHandle, size: number, file: string, o
   const delimiter = options.delimiter === "auto" ? detectDelimiter(text, options.quote, complete) : options.delimiter;
   const format = { encoding, delimiter };
   const raw = handle.createReadStream({ start: bomBytes, autoClose: false });
-  if (encoding === "utf8") return { input: raw, format, fileBytes: (n) => bomBytes + n };
+  if (encoding === "utf8") {
+    // Checked past the sample too: a file that is UTF-8 for its first 64 KiB may not be after.
+    const check = new Utf8Check();
+    const input = pipeline(raw, check, () => undefined);
+    return { input, format, fileBytes: (n) => bomBytes + n, lineProblem: (endLine) => (check.invalidUpTo(endLine) ? INVALID_UTF8_MESSAGE : undefined) };
+  }
 
   let rawBytes = 0;
   let utf8Bytes = 0;
