@@ -1,7 +1,17 @@
 import { JobError } from "./errors.js";
 import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, ENQUEUE_ITEM_KEYS, type JobOptions } from "./options.js";
 import { toJsonText } from "./payload.js";
-import { MAX_FLOW_KEY_LENGTH, checkFlowKey, checkLength, checkInteger, checkName, checkOptionalKey, checkSeconds, checkTenant } from "./validate.js";
+import {
+  MAX_FLOW_KEY_LENGTH,
+  checkFlowKey,
+  checkLength,
+  checkInteger,
+  checkJobKey,
+  checkName,
+  checkSeconds,
+  checkTenant,
+  SCHEDULER_ENQUEUE,
+} from "./validate.js";
 
 /** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
@@ -76,6 +86,8 @@ export function prepareJob(task: unknown, payload: unknown, options: JobOptions,
       field("payload"),
     );
   }
+  // A symbol the package does not export (and checkOptions does not list): only the scheduler has it.
+  const scheduler = (options as { [SCHEDULER_ENQUEUE]?: boolean })[SCHEDULER_ENQUEUE] === true;
   const tenant = checkTenant(options.tenant, field("tenant"), "a job without a tenant");
   const group = options.group === undefined ? "" : checkFlowKey(options.group, field("group"));
   if (group === "" && tenant !== null) {
@@ -94,8 +106,8 @@ export function prepareJob(task: unknown, payload: unknown, options: JobOptions,
     maxAttempts: options.maxAttempts === undefined ? DEFAULT_MAX_ATTEMPTS : checkInteger(options.maxAttempts, field("maxAttempts"), 1, 1_000_000),
     delay: options.availableIn === undefined ? DEFAULT_AVAILABLE_IN : checkDelay(options.availableIn, field("availableIn")),
     tenant,
-    idempotencyKey: options.idempotencyKey == null ? null : checkOptionalKey(options.idempotencyKey, field("idempotencyKey")),
-    dedupKey: options.dedupKey == null ? null : checkOptionalKey(options.dedupKey, field("dedupKey")),
+    idempotencyKey: options.idempotencyKey == null ? null : checkJobKey(options.idempotencyKey, field("idempotencyKey"), scheduler),
+    dedupKey: options.dedupKey == null ? null : checkJobKey(options.dedupKey, field("dedupKey"), scheduler),
     trace: null,
     group: group === "" ? (tenant ?? "") : group,
     concurrencyKey: options.concurrencyKey === undefined ? "" : checkFlowKey(options.concurrencyKey, field("concurrencyKey")),

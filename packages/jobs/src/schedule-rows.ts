@@ -1,5 +1,6 @@
 import type { JobsDatabase } from "./db/database.js";
 import { toDate } from "./job-row.js";
+import { SCHEDULER_ENQUEUE } from "./validate.js";
 
 /** What a `schedule` call defines; the stored `definition` is this, as canonical JSON. */
 export interface ScheduleDefinition {
@@ -73,6 +74,11 @@ export async function databaseNow(db: JobsDatabase): Promise<Date> {
 /** Booleans as each backend's column takes them. */
 export function flagParam(db: JobsDatabase, value: boolean): unknown {
   return db.dialect === "postgres" ? value : value ? 1 : 0;
+}
+
+/** Enqueue options of a schedule's run: the only enqueue that may use the keys starting with "schedule:". */
+export function scheduledRun<T extends object>(options: T): T {
+  return Object.assign(options, { [SCHEDULER_ENQUEUE]: true });
 }
 
 /** The idempotency key of a slot's job; its uniqueness is what makes a slot run once. */

@@ -4,7 +4,7 @@ import { isMissingTable } from "./flow-overview.js";
 import { enqueue } from "./enqueue.js";
 import { silentLogger, type Logger } from "./logger.js";
 import type { PerDialect } from "./sql.js";
-import { SCHEDULE_COLUMNS, databaseNow, decodeSchedule, slotKey, timestampParam, type ScheduleRow } from "./schedule-rows.js";
+import { SCHEDULE_COLUMNS, databaseNow, decodeSchedule, scheduledRun, slotKey, timestampParam, type ScheduleRow } from "./schedule-rows.js";
 
 /**
  * A slot found due at most this late is on time, not missed: the catch-up policy never drops
@@ -111,14 +111,18 @@ export async function runSchedule(db: JobsDatabase, row: ScheduleRow, now: Date,
     if (rowCount === 0) return false;
     const inTransaction = new JobsDatabase(tx, db.settings);
     for (const slot of run) {
-      await enqueue(row.task, row.payload as never, {
-        db: inTransaction,
-        queue: row.queue,
-        ...(row.tenant === null ? {} : { tenant: row.tenant }),
-        idempotencyKey: slotKey(row.name, slot),
-        // One run pending or running at a time: the queue's dedup key holds the others back.
-        ...(row.overlap === "skip" ? { dedupKey: `schedule:${row.name}` } : {}),
-      });
+      await enqueue(
+        row.task,
+        row.payload as never,
+        scheduledRun({
+          db: inTransaction,
+          queue: row.queue,
+          ...(row.tenant === null ? {} : { tenant: row.tenant }),
+          idempotencyKey: slotKey(row.name, slot),
+          // One run pending or running at a time: the queue's dedup key holds the others back.
+          ...(row.overlap === "skip" ? { dedupKey: `schedule:${row.name}` } : {}),
+        }),
+      );
     }
     return true;
   });

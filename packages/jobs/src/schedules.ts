@@ -13,6 +13,7 @@ import {
   decodeSchedule,
   definitionText,
   flagParam,
+  scheduledRun,
   slotKey,
   slotKeyPattern,
   timestampParam,
@@ -249,10 +250,14 @@ export async function triggerSchedule(name: string, options: DatabaseOptions = {
   const db = resolveDb(options.db);
   const row = await readSchedule(db, checkScheduleName(name, "triggerSchedule"));
   if (row === null) throw new JobError(`triggerSchedule: no schedule named ${JSON.stringify(name)}; listSchedules() shows the stored ones`, "name");
-  return enqueue(row.task, row.payload as never, {
-    db,
-    queue: row.queue,
-    ...(row.tenant === null ? {} : { tenant: row.tenant }),
-    idempotencyKey: slotKey(row.name, await databaseNow(db)),
-  });
+  return enqueue(
+    row.task,
+    row.payload as never,
+    scheduledRun({
+      db,
+      queue: row.queue,
+      ...(row.tenant === null ? {} : { tenant: row.tenant }),
+      idempotencyKey: slotKey(row.name, await databaseNow(db)),
+    }),
+  );
 }

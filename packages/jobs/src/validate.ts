@@ -66,6 +66,28 @@ export function checkOptionalKey(value: unknown, field: string, max = MAX_NAME_L
   return value;
 }
 
+/**
+ * The prefix of the keys the scheduler gives its runs (schedule-rows.ts): the idempotency key
+ * `schedule:<name>@<slot>` and, with overlap "skip", the dedup key `schedule:<name>`. A job of
+ * the caller's holding one would stand in for a slot, or hold every run of the schedule back.
+ */
+export const RESERVED_KEY_PREFIX = "schedule:";
+
+/** Marks the options of the scheduler's own enqueues, the only ones that may use the reserved prefix. */
+export const SCHEDULER_ENQUEUE = Symbol("forge-jobs scheduler enqueue");
+
+/** An idempotency or dedup key given to enqueue: a key, or null for none; never a reserved one unless `reservedAllowed`. */
+export function checkJobKey(value: unknown, field: string, reservedAllowed: boolean): string | null {
+  const key = checkOptionalKey(value, field);
+  if (key !== null && !reservedAllowed && key.startsWith(RESERVED_KEY_PREFIX)) {
+    throw new JobError(
+      `${field} ${describe(key)} starts with ${JSON.stringify(RESERVED_KEY_PREFIX)}, which is reserved for the runs of schedules (a job holding it could keep a schedule from running); use another prefix`,
+      field,
+    );
+  }
+  return key;
+}
+
 /** A group or concurrency key: absent or empty means none. */
 export function checkFlowKey(value: unknown, field: string): string {
   return checkOptionalKey(value, field, MAX_FLOW_KEY_LENGTH) ?? "";

@@ -1,5 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, getJob, JobError, listLimits, listSchedules, schedule, setGroupWeight, setLimit, syncSchedules, unschedule } from "../src/index.js";
+import {
+  enqueue,
+  enqueueMany,
+  getJob,
+  JobError,
+  listLimits,
+  listSchedules,
+  schedule,
+  setGroupWeight,
+  setLimit,
+  syncSchedules,
+  triggerSchedule,
+  unschedule,
+} from "../src/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 // Issue 31.7: input that used to be stored and then did nothing (or the wrong thing) is refused
@@ -67,5 +80,28 @@ describe.each(backends())("refused input writes nothing ($name)", (backend) => {
     expect(Number(after!.n)).toBe(Number(before!.n) + 2);
     expect((await listLimits({ db: t.db })).map((l) => l.key)).not.toContain(over);
     expect(await listSchedules({ db: t.db })).toEqual([]);
+  });
+
+  it("dedup and idempotency keys starting with \"schedule:\" are the scheduler's: a job of the caller's with one is refused", async () => {
+    await schedule("nightly", "0 3 * * *", { task: "report", db: t.db });
+    const [before] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs}");
+    // A pending job holding "schedule:nightly" would make every slot of the schedule a skipped overlap.
+    for (const [fn, field] of [
+      [() => enqueue("report", null, { db: t.db, dedupKey: "schedule:nightly" }), "dedupKey"],
+      [() => enqueueMany([{ task: "report" }, { task: "report", dedupKey: "schedule:nightly" }], { db: t.db }), "items[1].dedupKey"],
+      [() => enqueue("report", null, { db: t.db, idempotencyKey: "schedule:nightly@2030-01-01T03:00:00.000Z" }), "idempotencyKey"],
+    ] as const) {
+      const error = await refusal(fn);
+      expect(error.field).toBe(field);
+      expect(error.message).toMatch(
+        new RegExp(`^${field.replace(/[[\].]/g, "\\$&")} "schedule:nightly.*" starts with "schedule:", which is reserved for the runs of schedules`),
+      );
+    }
+    const [after] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs}");
+    expect(Number(after!.n)).toBe(Number(before!.n));
+    // The scheduler's own runs still carry them.
+    const run = await triggerSchedule("nightly", { db: t.db });
+    expect((await getJob(run, { db: t.db }))!.idempotencyKey).toMatch(/^schedule:nightly@/);
+    await unschedule("nightly", { db: t.db });
   });
 });
