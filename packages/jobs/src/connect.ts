@@ -71,15 +71,17 @@ function replicaOf(dialect: DialectName, options: ConnectOptions): Executor | un
     throw new JobError(`readUrl must be a postgres:// or postgresql:// URL of a replica, got ${describeUrl(readUrl)}`, "readUrl");
   }
   // A replica never runs a worker: no LISTEN connection is ever opened to it.
-  return new PgPoolExecutor(createPgPool(readUrl, options.poolSize), true, { ...pgModeOf(readUrl, options), listen: null });
+  const mode = pgModeOf(readUrl, options);
+  return new PgPoolExecutor(createPgPool(readUrl, options.poolSize, mode.prepared), true, { ...mode, listen: null });
 }
 
 function describeUrl(value: unknown): string {
   return typeof value === "string" ? JSON.stringify(redact(value)) : typeof value;
 }
 
-function bindAny(client: unknown, prepared = true): Executor {
-  if (isPgClient(client)) return new PgClientExecutor(client, false, prepared);
+/** A connection the caller lends: its session may keep generic plans, so no named statements (see PgMode). */
+function bindAny(client: unknown): Executor {
+  if (isPgClient(client)) return new PgClientExecutor(client, false, false);
   if (isMysqlConnection(client)) return wrapMysqlConnection(client);
   if (isSqliteDatabase(client)) return wrapSqliteDatabase(client);
   throw new JobError("bind() takes a pg client, a mysql2 connection or a better-sqlite3 database", "db");
@@ -123,7 +125,7 @@ function open(url: string | undefined, options: ConnectOptions, readOnly: boolea
   const mode = pgModeOf(target, options);
   const replica = dialect === null ? undefined : checkedReplica(dialect, options);
   if (dialect === "postgres") {
-    executor = new PgPoolExecutor(createPgPool(target, options.poolSize), true, mode);
+    executor = new PgPoolExecutor(createPgPool(target, options.poolSize, mode.prepared), true, mode);
   } else if (dialect === "mysql") {
     executor = createMysqlExecutor(target.replace(/^mariadb:/i, "mysql:"), options.poolSize);
   } else if (dialect === "sqlite") {
@@ -141,12 +143,12 @@ function open(url: string | undefined, options: ConnectOptions, readOnly: boolea
       "url",
     );
   }
-  return new JobsDatabase(executor, settings, (client) => bindAny(client, mode.prepared), replica);
+  return new JobsDatabase(executor, settings, bindAny, replica);
 }
 
-/** The queue on a driver object's executor, with the replica and binding the options ask for. */
-function withOptions(executor: Executor, settings: DatabaseSettings, options: ConnectOptions, mode: PgMode): JobsDatabase {
-  return new JobsDatabase(executor, settings, (client) => bindAny(client, mode.prepared), checkedReplica(executor.dialect, options));
+/** The queue on a driver object's executor, with the replica the options ask for. */
+function withOptions(executor: Executor, settings: DatabaseSettings, options: ConnectOptions): JobsDatabase {
+  return new JobsDatabase(executor, settings, bindAny, checkedReplica(executor.dialect, options));
 }
 
 function checkedReplica(dialect: DialectName, options: ConnectOptions): Executor | undefined {
@@ -157,13 +159,17 @@ function checkedReplica(dialect: DialectName, options: ConnectOptions): Executor
 /** Wraps a driver object the application already has, keeping one wrapper per object. */
 export function fromDriver(db: object, options: ConnectOptions = {}): JobsDatabase {
   const settings = settingsFrom(options, "fromDriver");
-  // A pool made from a URL still says `pgbouncer=true` in it.
-  const mode = pgModeOf(isPgPool(db) ? (db as { options?: { connectionString?: string } }).options?.connectionString : undefined, options);
-  if (isPgPool(db)) return withOptions(new PgPoolExecutor(db, false, mode), settings, options, mode);
-  if (isPgClient(db)) return withOptions(new PgClientExecutor(db, false, mode.prepared), settings, options, mode);
-  if (isMysqlPool(db)) return withOptions(wrapMysqlPool(db), settings, options, mode);
-  if (isMysqlConnection(db)) return withOptions(wrapMysqlConnection(db), settings, options, mode);
-  if (isSqliteDatabase(db)) return withOptions(wrapSqliteDatabase(db), settings, options, mode);
+  // A pool made from a URL still says `pgbouncer=true` in it. The caller's connections keep
+  // their own plan settings: no named statements on them (see PgMode).
+  const mode = {
+    ...pgModeOf(isPgPool(db) ? (db as { options?: { connectionString?: string } }).options?.connectionString : undefined, options),
+    prepared: false,
+  };
+  if (isPgPool(db)) return withOptions(new PgPoolExecutor(db, false, mode), settings, options);
+  if (isPgClient(db)) return withOptions(new PgClientExecutor(db, false, false), settings, options);
+  if (isMysqlPool(db)) return withOptions(wrapMysqlPool(db), settings, options);
+  if (isMysqlConnection(db)) return withOptions(wrapMysqlConnection(db), settings, options);
+  if (isSqliteDatabase(db)) return withOptions(wrapSqliteDatabase(db), settings, options);
   throw new JobError("db must be a database from connect(), a pg Pool or client, a mysql2 pool or connection, or a better-sqlite3 Database", "db");
 }
 

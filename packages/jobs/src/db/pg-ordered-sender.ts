@@ -1,6 +1,6 @@
 import pg from "pg";
 import type { OrderedSender, QueryResult } from "./executor.js";
-import { run } from "./pg-run.js";
+import { PLAN_EACH_RUN, run } from "./pg-run.js";
 
 /**
  * A PostgreSQL connection of its own (the pool's settings, one more connection) in pg's
@@ -64,6 +64,7 @@ export class PgOrderedSender implements OrderedSender {
       });
       try {
         await client.connect();
+        if (this.prepared) await client.query(PLAN_EACH_RUN).catch(() => undefined);
       } catch (error) {
         this.connecting = null;
         throw error;

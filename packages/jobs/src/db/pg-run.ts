@@ -4,6 +4,14 @@ import type { QueryResult } from "./executor.js";
 
 export type Queryable = pg.Pool | pg.PoolClient | pg.Client;
 
+/**
+ * The session setting of the connections on which the queue names its statements (see PgMode).
+ * Sent as the connection's first statement rather than as a startup `options` parameter, which
+ * poolers in session mode refuse. PostgreSQL before 12 has no such setting: the statement fails
+ * there, unheeded, and plans are left to the server's choice.
+ */
+export const PLAN_EACH_RUN = "SET plan_cache_mode = force_custom_plan";
+
 const preparedNames = new Map<string, string>();
 
 /**

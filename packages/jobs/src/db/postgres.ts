@@ -1,7 +1,7 @@
 import pg from "pg";
 import type { Executor, Listener, OrderedSender, QueryResult, TransactionOptions } from "./executor.js";
 import { PgOrderedSender } from "./pg-ordered-sender.js";
-import { run } from "./pg-run.js";
+import { PLAN_EACH_RUN, run } from "./pg-run.js";
 import { quoteIdent } from "./identifiers.js";
 import { SAVEPOINT_NAME, statementOn, transactionOn, type LentConnection } from "./lent-connection.js";
 
@@ -67,7 +67,15 @@ async function beginOn(client: pg.PoolClient | pg.Client, readOnly: boolean): Pr
  * hears nothing once its transaction ends.
  */
 export interface PgMode {
-  /** Named prepared statements (prepared once per connection, then only bound and run). */
+  /**
+   * Named prepared statements: parsed once per connection, then planned for each run's own
+   * parameters. Only on connections the queue opens itself, set by PLAN_EACH_RUN: left to choose,
+   * PostgreSQL keeps a generic plan after five runs, and one made while the jobs table held a
+   * page or two reads it sequentially; nothing replaces that plan until VACUUM or ANALYZE
+   * touches the table, so with autovacuum off or held back, every claim and completion walked
+   * the grown table until the worker stalled. Elsewhere (a caller's pool or client, a
+   * transaction pooler) statements go unnamed, planned at each run.
+   */
   prepared: boolean;
   /** Where the LISTEN connection goes: the pool's own settings, a URL of its own (`listenUrl`), or nowhere (workers poll). */
   listen: "pool" | { url: string } | null;
@@ -199,8 +207,11 @@ function pgClientConfig(url: string): pg.ClientConfig {
   return { connectionString: url, connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS };
 }
 
-export function createPgPool(url: string, max = 10): pg.Pool {
+/** `prepared`: the pool's connections plan each run (PLAN_EACH_RUN), so it may name its statements (see PgMode). */
+export function createPgPool(url: string, max = 10, prepared = false): pg.Pool {
   const pool = new pg.Pool({ ...pgClientConfig(url), max });
+  // pg runs a client's statements in the order they were queued: this one before any other.
+  if (prepared) pool.on("connect", (client) => void client.query(PLAN_EACH_RUN).catch(() => undefined));
   // An idle client losing its server must not crash the process; the pool drops it.
   pool.on("error", () => undefined);
   return pool;
