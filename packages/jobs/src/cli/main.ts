@@ -80,11 +80,12 @@ export async function main(argv: string[], io: Io): Promise<number> {
     return 2;
   }
   try {
+    const given = negativeValues(rest, { ...COMMON, ...command.options });
     // `--watch` may come without a value: give it one so parseArgs accepts both forms.
     const args =
       name === "status"
-        ? rest.flatMap((a, i) => (a === "--watch" && (rest[i + 1] === undefined || rest[i + 1]!.startsWith("-")) ? ["--watch", "2"] : [a]))
-        : rest;
+        ? given.flatMap((a, i) => (a === "--watch" && (given[i + 1] === undefined || given[i + 1]!.startsWith("-")) ? ["--watch", "2"] : [a]))
+        : given;
     let parsed: Parsed;
     try {
       parsed = parseArgs({ args, options: { ...COMMON, ...command.options }, allowPositionals: POSITIONAL.has(name), strict: true }) as Parsed;
@@ -107,6 +108,24 @@ export async function main(argv: string[], io: Io): Promise<number> {
     io.err(`forge-jobs ${name}: error: ${oneLine(error)}\n`);
     return usage ? 2 : 1;
   }
+}
+
+/**
+ * `--concurrency -1` as `--concurrency=-1`: parseArgs takes a value starting with "-" for an
+ * option and answers "argument is ambiguous"; joined, the value reaches the command's own check,
+ * which says what the option takes. Only numbers: no option of this CLI starts with a digit.
+ */
+function negativeValues(args: readonly string[], options: Record<string, { type: string }>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const next = args[i + 1];
+    if (arg.startsWith("--") && options[arg.slice(2)]?.type === "string" && next !== undefined && /^-\.?\d/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
 }
 
 function oneLine(error: unknown): string {

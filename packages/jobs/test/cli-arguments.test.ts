@@ -1,0 +1,40 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+// Issue 31.7 and 31.8: the CLI's answers to awkward arguments. Runs the built binary (pnpm build).
+
+const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[]): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: "" }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe("forge-jobs CLI: arguments", () => {
+  it("a negative number given to an option reaches the option's own check, not parseArgs' 'argument is ambiguous'", async () => {
+    const cases: [string[], string][] = [
+      [["limits", "set", "k", "--concurrency", "-1"], 'forge-jobs limits: error: --concurrency must be a whole number ≥ 0, got "-1"'],
+      [["limits", "set", "k", "--rate", "5/1s", "--burst", "-2"], 'forge-jobs limits: error: --burst must be a whole number ≥ 0, got "-2"'],
+      [["status", "--watch", "-0.5"], 'forge-jobs status: error: --watch must be a number ≥ 0, got "-0.5"'],
+    ];
+    for (const [args, message] of cases) {
+      const result = await cli(args);
+      expect(result.stderr.trim(), args.join(" ")).toBe(message);
+      expect(result.code, args.join(" ")).toBe(2);
+    }
+  });
+});
