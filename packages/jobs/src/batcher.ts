@@ -1,5 +1,8 @@
 import { BATCH_BACKOFF, backoffMs, delay, type Backoff } from "./retry.js";
 
+/** Items a flush writes at most, in one statement. */
+export const MAX_BATCH = 1000;
+
 /**
  * Gathers items and writes them in one statement per flush, with at most one flush in
  * flight: under load, items arriving during a flush form the next batch (backpressure without
@@ -14,7 +17,7 @@ export class Batcher<T, R> {
   constructor(
     private readonly write: (items: T[]) => Promise<R[]>,
     private readonly onError: (error: unknown) => void,
-    private readonly maxBatch = 1000,
+    private readonly maxBatch = MAX_BATCH,
     private readonly backoff: Backoff = BATCH_BACKOFF,
   ) {}
 

@@ -26,6 +26,8 @@ export interface RunsOptions {
   slotFreed(): void;
   /** A write that ended a run landed where that makes jobs claimable (fair mode, a snooze): claim again now. */
   mayHaveWork(): void;
+  /** A success left the completion batch (written, or given up): room for another (see Worker's loop). */
+  successWritten(): void;
   onError(error: unknown, during: string): void;
 }
 
@@ -50,6 +52,11 @@ export class WorkerRuns {
 
   get(token: string): Run | undefined {
     return this.running.get(token);
+  }
+
+  /** Successes waiting in the completion batch. */
+  get unwritten(): number {
+    return this.completing.size;
   }
 
   /** The runs whose handlers have not returned. */
@@ -109,7 +116,7 @@ export class WorkerRuns {
       // Abandoned at shutdown with the database unreachable: the lease will bring it back.
       this.o.onError(error, "finishing a job");
     } finally {
-      this.completing.delete(job.token);
+      if (this.completing.delete(job.token)) this.o.successWritten();
       // Fair mode: the slot of its key and group is free once this write has landed (the row is
       // no longer running), not when the handler returned: claim again now. A job snoozed for
       // 0 s is ready again at once.

@@ -1,5 +1,5 @@
 import { JobAbortedError } from "./abort.js";
-import { Batcher } from "./batcher.js";
+import { Batcher, MAX_BATCH } from "./batcher.js";
 import { WorkerBuffer } from "./buffer.js";
 import type { ClaimedJob } from "./claim.js";
 import { ClaimPlan } from "./claim-plan.js";
@@ -26,6 +26,14 @@ export type { WorkerOptions } from "./worker-options.js";
 const WRITES_WHEN_STOPPING = 4;
 /** Completions still unwritten at shutdown get at least this long to land. */
 const MIN_FLUSH_MS = 1000;
+/**
+ * Successes waiting for their completion write before the worker claims no more: one full
+ * completion statement. Handlers free their slots before their success is written, so a
+ * database slow to complete would otherwise let them pile up without end, each one more lease
+ * to extend and one more job to run again if the process dies: the worker slows with its
+ * database instead.
+ */
+const MAX_UNWRITTEN = MAX_BATCH;
 
 /**
  * created → running: `run()` starts the claim loop, the lease keeper and the sweep.
@@ -55,6 +63,8 @@ export class Worker {
   private idleAnnounced = false;
   /** The loop is waiting on a claim (see slotsMayBeFree). */
   private claiming = false;
+  /** The loop left claiming to the completion batch (MAX_UNWRITTEN): its next write wakes it. */
+  private awaitingWrites = false;
   private fillPending = false;
   private readonly waker = new Waker();
   private looping: Promise<void> = Promise.resolve();
@@ -103,6 +113,9 @@ export class Worker {
       mayHaveWork: () => {
         this.mayHaveWork = true;
         this.waker.wake();
+      },
+      successWritten: () => {
+        if (this.awaitingWrites) this.waker.wake();
       },
       onError: (error, during) => this.error(error, during),
     });
@@ -162,7 +175,8 @@ export class Worker {
       this.fill();
       const size = this.plan.size();
       const held = this.runs.size + this.buffer.held;
-      const capacity = size - held;
+      const capacity = Math.min(size - held, MAX_UNWRITTEN - this.runs.unwritten);
+      this.awaitingWrites = capacity < size - held;
       // Claim in batches: wait until half the room is free, unless slots would sit idle.
       const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.buffer.waiting === 0 && capacity > 0);
       if (this.mayHaveWork && worthIt) {

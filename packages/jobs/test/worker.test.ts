@@ -94,6 +94,55 @@ describe.each(backends())("the worker ($name)", (backend) => {
     }
   });
 
+  it("a worker whose completions are slow to land stops claiming once a full completion batch waits to be written, and catches up when they land", async () => {
+    // A database that slows down (a bad plan, a saturated disk) must slow the worker with it.
+    // Handlers free their slots before their success is written: without a bound, the worker
+    // kept claiming and running while the unwritten successes piled up, each one more lease to
+    // extend and one more job to run again if the process died.
+    const queue = "slow-completions";
+    const jobs = 2_500;
+    await enqueueMany(
+      Array.from({ length: jobs }, (_, i) => ({ task: "quick", payload: { i } })),
+      { db: t.db, queue },
+    );
+    const release = deferred();
+    const real = t.db.executor;
+    const completing = (sql: string) => /^\s*UPDATE/i.test(sql) && /status = 'done'/.test(sql);
+    const held =
+      (query: Executor["query"]): Executor["query"] =>
+      async (sql, params, name) => {
+        if (completing(sql)) await release.promise;
+        return query(sql, params, name);
+      };
+    const executor: Executor = Object.assign(Object.create(real) as Executor, {
+      forWorker: undefined, // the worker writes through this wrapper, not through its own view
+      query: held(real.query.bind(real)),
+      transaction: ((fn, options) =>
+        real.transaction((tx) => fn(Object.assign(Object.create(tx) as Executor, { query: held(tx.query.bind(tx)) })), options)) as Executor["transaction"],
+    });
+    const db = new JobsDatabase(executor, t.db.settings);
+    let ran = 0;
+    const ac = new AbortController();
+    const running = runWorker({ quick: () => void ran++ }, { db, queue, concurrency: 8, prefetch: 8, signal: ac.signal });
+    try {
+      await waitFor("1,000 handlers run", async () => ran >= 1_000, 30_000);
+      await new Promise((r) => setTimeout(r, 1_500));
+      // At most the bound of unwritten successes, plus the slots and the buffer filled by the last claim.
+      expect(ran).toBeLessThanOrEqual(1_000 + 8 + 8);
+      release.resolve();
+      await waitFor(
+        "every job done",
+        async () => (await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'", [queue]))[0]!.n == jobs,
+        60_000,
+      );
+      expect(ran).toBe(jobs);
+    } finally {
+      release.resolve();
+      ac.abort();
+      await running;
+    }
+  }, 120_000);
+
   it("durations past what a Node timer can hold are capped, not turned into 1 ms: an idle worker stays idle (audit 12.13)", async () => {
     // Counts the statements the worker sends through the real executor.
     let statements = 0;
