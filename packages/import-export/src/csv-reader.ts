@@ -1,5 +1,6 @@
 import type { Readable } from "node:stream";
 import { parse, type CsvError, type Parser } from "csv-parse";
+import { MAX_RECORD_BYTES } from "./limits.js";
 import type { ImportOptions } from "./payload.js";
 import type { RecordSource } from "./record-source.js";
 
@@ -27,8 +28,7 @@ export interface MalformedRecord {
 
 export type CsvReader = RecordSource;
 
-/** Bounds memory when an unclosed quote would otherwise swallow the rest of the file into one field. */
-export const MAX_RECORD_BYTES = 8 * 1024 * 1024;
+export { MAX_RECORD_BYTES };
 
 const LINE_BREAKS = /\r\n|\r|\n/g;
 

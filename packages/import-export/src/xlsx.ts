@@ -5,6 +5,7 @@ import type { CsvRecord } from "./csv-reader.js";
 import { ImportError, messageOf } from "./errors.js";
 import type { RecordSource, SpreadsheetFormat } from "./record-source.js";
 import { SharedStrings } from "./shared-strings.js";
+import { DEFAULT_MAX_ENTRY_BYTES, guardZip, type XlsxLimits } from "./xlsx-guard.js";
 
 /**
  * `@forge/import-export/xlsx`: Excel workbooks through the same importers, report and
@@ -41,10 +42,39 @@ function sheetName(workbook: SheetNames, reader: { id: number | string; name: st
   return index === -1 ? { name: reader.name, index: Number(reader.id) - 1 } : { name: sheets[index]!.name, index };
 }
 
-function openSheet(path: string, wanted: string | undefined): RecordSource & { sheet(): string | undefined } {
+/** A failure that may come while exceljs waits on a stream that will never end: it ends the wait. */
+interface Failure {
+  error: ImportError | undefined;
+  failed: Promise<never>;
+}
+
+/** `iterable`, unless the failure comes first. */
+async function* until<T>(iterable: AsyncIterable<T>, failure: Failure): AsyncGenerator<T> {
+  const iterator = iterable[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      const next = await Promise.race([iterator.next(), failure.failed]);
+      if (next.done === true) return;
+      yield next.value;
+    }
+  } finally {
+    // A consumer that stops early lets the reader clean up; after a failure it may never answer.
+    if (failure.error === undefined) await iterator.return?.();
+  }
+}
+
+function openSheet(path: string, wanted: string | undefined, limits: XlsxLimits): RecordSource & { sheet(): string | undefined } {
   const input = createReadStream(path);
   let rows = 0;
   let chosen: string | undefined;
+  let fail: (error: ImportError) => void = () => undefined;
+  const failure: Failure = { error: undefined, failed: new Promise<never>((_, reject) => (fail = reject)) };
+  failure.failed.catch(() => undefined);
+  const guard = guardZip(input, limits, (error) => {
+    failure.error ??= error;
+    fail(error);
+    input.destroy();
+  });
 
   // Made when a workbook has a shared-string table (the exporter's own workbooks have none).
   let strings: SharedStrings | undefined;
@@ -69,16 +99,17 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
     });
     let width: number | undefined;
     try {
-      for await (const worksheet of workbook) {
+      for await (const worksheet of until(workbook, failure)) {
+        if (!guard.engaged()) throw new Error("the size limits on the zip's entries could not be applied (has exceljs or unzipper changed?)");
         const { name } = sheetName(workbook as unknown as SheetNames, worksheet as unknown as { id: number; name: string });
         seen.push(name);
         if (chosen !== undefined || (wanted !== undefined && name !== wanted)) {
           // A sheet left unread stalls the zip stream under it: drain it.
-          for await (const _ of worksheet) void _;
+          for await (const _ of until(worksheet, failure)) void _;
           continue;
         }
         chosen = name;
-        for await (const row of worksheet) {
+        for await (const row of until(worksheet, failure)) {
           const values = row.values as Cell[];
           // Trailing empty cells are not stored in a sheet: pad to the header's width.
           const fields = Array.from({ length: Math.max(values.length - 1, width ?? 0) }, (_, i) => cellText(values[i + 1]));
@@ -88,7 +119,7 @@ function openSheet(path: string, wanted: string | undefined): RecordSource & { s
         }
       }
     } catch (error) {
-      throw new ImportError(`the file cannot be read as XLSX: ${messageOf(error)}`, { retryable: false, cause: error });
+      throw failure.error ?? new ImportError(`the file cannot be read as XLSX: ${messageOf(error)}`, { retryable: false, cause: error });
     } finally {
       strings?.close();
     }
@@ -159,11 +190,21 @@ async function writeSheet(
   return count;
 }
 
+export interface XlsxFormatOptions {
+  /**
+   * Bytes one entry of the zip (a sheet, the shared-string table) may inflate to before the
+   * import fails; 1 GiB by default. A row or a text is capped at 8 MiB besides, whatever this says.
+   */
+  maxEntryBytes?: number;
+}
+
 /** The XLSX format for `createImportHandler({ formats })` and `createExportHandler({ formats })`. */
-export function xlsxFormat(): SpreadsheetFormat {
+export function xlsxFormat(options: XlsxFormatOptions = {}): SpreadsheetFormat {
+  const maxEntryBytes = options.maxEntryBytes ?? DEFAULT_MAX_ENTRY_BYTES;
+  if (!Number.isSafeInteger(maxEntryBytes) || maxEntryBytes < 1) throw new TypeError(`maxEntryBytes must be an integer >= 1, got ${maxEntryBytes}`);
   return {
     name: "xlsx",
-    openSheet: async (path, sheet) => openSheet(path, sheet),
+    openSheet: async (path, sheet) => openSheet(path, sheet, { maxEntryBytes }),
     writeSheet,
   };
 }
