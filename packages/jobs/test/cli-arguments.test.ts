@@ -37,4 +37,22 @@ describe("forge-jobs CLI: arguments", () => {
       expect(result.code, args.join(" ")).toBe(2);
     }
   });
+
+  it("show, retry and cancel word a bad job id one way: what an id is, and what was given", async () => {
+    for (const [command, given] of [
+      ["show", "abc"],
+      ["show", "0"],
+      ["show", "1.5"],
+      ["retry", "x1"],
+      ["cancel", "0"],
+    ]) {
+      const result = await cli([command!, given!]);
+      expect(result.stderr.trim()).toBe(
+        `forge-jobs ${command}: error: the job id must be a positive integer (the ID column of forge-jobs list), got ${JSON.stringify(given)}`,
+      );
+      expect(result.code).toBe(2);
+    }
+    const before = await cli(["list", "--before", "soon"]);
+    expect(before.stderr.trim()).toBe('forge-jobs list: error: --before must be a positive integer (the ID column of forge-jobs list), got "soon"');
+  });
 });

@@ -20,17 +20,20 @@ function filters(p: Parsed): Omit<ListJobsOptions, "db" | "limit" | "before"> {
   };
 }
 
-function jobId(text: string | undefined): number {
-  const id = parseNumber(text, "the job id", true);
-  if (id === undefined || id < 1) throw new UsageError(`give a job id (a positive integer), got ${JSON.stringify(text ?? "")}`);
+/** A job id from the command line: one wording for every way it can be wrong (missing, 0, abc, 1.5). */
+function jobId(text: string | undefined, what = "the job id"): number {
+  const id = Number(text);
+  if (text === undefined || !/^\d+$/.test(text.trim()) || !Number.isSafeInteger(id) || id < 1) {
+    throw new UsageError(`${what} must be a positive integer (the ID column of forge-jobs list), got ${JSON.stringify(text ?? "")}`);
+  }
   return id;
 }
 
 export async function listCommand(p: Parsed, io: Io): Promise<void> {
+  const limit = parseNumber(p.values.limit as string | undefined, "--limit", true);
+  const before = p.values.before === undefined ? undefined : jobId(p.values.before as string, "--before");
   const db = openDatabase(p, { reading: true });
   try {
-    const limit = parseNumber(p.values.limit as string | undefined, "--limit", true);
-    const before = p.values.before === undefined ? undefined : jobId(p.values.before as string);
     const page = await listJobs({ db, ...filters(p), ...(limit === undefined ? {} : { limit }), ...(before === undefined ? {} : { before }) });
     if (p.values.json) {
       io.out(JSON.stringify(page, null, 2) + "\n");
@@ -72,11 +75,11 @@ export async function showCommand(p: Parsed, io: Io): Promise<void> {
 /** retry and cancel: one id, or every job a filter matches — counted first, acted on with --yes. */
 async function bulk(p: Parsed, io: Io, verb: "retry" | "cancel"): Promise<void> {
   const act = verb === "retry" ? retryJob : cancelJob;
+  const id = p.positionals.length > 0 ? jobId(p.positionals[0]) : null;
   const db = openDatabase(p);
   try {
     const tenant = p.values.tenant ? { tenant: p.values.tenant as string } : {};
-    if (p.positionals.length > 0) {
-      const id = jobId(p.positionals[0]);
+    if (id !== null) {
       if (!(await act(id, { db, ...tenant }))) {
         throw new ProblemsFound(
           `job ${id} was not ${verb === "retry" ? "retried (only failed or cancelled jobs are)" : "cancelled (only pending or running jobs are)"}`,
