@@ -1,5 +1,4 @@
-import type { ReclaimedJob } from "./reclaim.js";
-import type { JobInfo } from "./types.js";
+import type { JobInfo, ReclaimedJob } from "./types.js";
 
 /**
  * What every event of one run carries: the job, and the run's claim token (`ctx.claimToken`).

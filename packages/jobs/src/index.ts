@@ -3,7 +3,7 @@ export { processOne, drain, type ProcessOptions, type DrainOptions } from "./pro
 export { runWorker, createWorker, Worker, type WorkerOptions } from "./worker.js";
 export { getJob, pendingCount, statusCounts, type ReadOptions } from "./status.js";
 export { heartbeat, DEFAULT_LEASE_SECONDS } from "./lease.js";
-export { reclaim, WORKER_LOST_PREFIX, type ReclaimOptions, type ReclaimedJob } from "./reclaim.js";
+export { reclaim, WORKER_LOST_PREFIX, type ReclaimOptions } from "./reclaim.js";
 export {
   cancelJob,
   retryJob,
@@ -62,6 +62,7 @@ export type {
   JobHandler,
   JobContext,
   JobInfo,
+  ReclaimedJob,
   Handlers,
   QueueStatus,
   StatusCountsByState,

@@ -4,21 +4,10 @@ import { lockUpdateRead } from "./dialects/lock-update-read.js";
 import { releaseEndedIds } from "./flow-release.js";
 import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
 import { RECLAIM_OPTION_KEYS, checkOptions, type ReclaimOptions } from "./options.js";
+import type { ReclaimedJob } from "./types.js";
 import { checkName, checkSeconds } from "./validate.js";
 
 export type { ReclaimOptions } from "./options.js";
-
-export interface ReclaimedJob {
-  id: number;
-  queue: string;
-  task: string;
-  attempts: number;
-  /**
-   * pending: back in the queue (a job its worker held but never started keeps its attempts);
-   * failed: it had no attempt left.
-   */
-  status: "pending" | "failed";
-}
 
 /** A lost worker gave no verdict, and the message must say so, unlike a handler's exception. */
 export const WORKER_LOST_PREFIX = "worker lost without a verdict";

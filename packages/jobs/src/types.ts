@@ -95,6 +95,19 @@ export interface JobInfo {
   createdAt: Date;
 }
 
+/** A running job taken back from a lost worker (`reclaim()`, the `job:reclaimed` event). */
+export interface ReclaimedJob {
+  id: number;
+  queue: string;
+  task: string;
+  attempts: number;
+  /**
+   * pending: back in the queue (a job its worker held but never started keeps its attempts);
+   * failed: it had no attempt left.
+   */
+  status: "pending" | "failed";
+}
+
 export interface JobContext {
   job: JobInfo;
   /** Fences every write of this run: once another worker holds the job, this token is stale. */
