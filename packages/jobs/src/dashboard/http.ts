@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { readCookie } from "./csrf.js";
 import { escapeHtml } from "./escape.js";
-import { NOTICES, type Notice, type PageModel } from "./render.js";
+import { NOTICES, type Notice } from "./notices.js";
+import type { PageModel } from "./render.js";
 
 // The dashboard's plain-Node HTTP plumbing: headers, bounded form bodies, the flash notice.
 

@@ -14,7 +14,8 @@ import { methodNotAllowed, readForm, redirectWithNotice, requestPath, safeDecode
 import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";
 import { waitsOverview } from "./waits.js";
 import { latestJobs, recentActivity, relatedJobs } from "./queries.js";
-import { renderPage, type Notice } from "./render.js";
+import type { Notice } from "./notices.js";
+import { renderPage } from "./render.js";
 import type { Logger } from "../logger.js";
 
 export interface DashboardOptions {

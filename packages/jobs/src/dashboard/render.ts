@@ -7,33 +7,8 @@ import { withoutServerPaths } from "./paths.js";
 import type { ScheduleStatus } from "../schedules.js";
 import { schedulesSection } from "./schedules.js";
 import { waitsSection, type WaitsOverview } from "./waits.js";
+import { NOTICE_TEXT, type Notice } from "./notices.js";
 import type { JobSummary, RecentActivity } from "./queries.js";
-
-export type Notice =
-  | "retried"
-  | "not-retried"
-  | "retry-held"
-  | "cancelled"
-  | "not-cancelled"
-  | "schedule-paused"
-  | "schedule-resumed"
-  | "schedule-triggered"
-  | "schedule-missing"
-  | "bulk-retried"
-  | "bulk-cancelled";
-export const NOTICES: readonly Notice[] = [
-  "bulk-retried",
-  "bulk-cancelled",
-  "retried",
-  "not-retried",
-  "retry-held",
-  "cancelled",
-  "not-cancelled",
-  "schedule-paused",
-  "schedule-resumed",
-  "schedule-triggered",
-  "schedule-missing",
-];
 
 export interface PageModel {
   title: string;
@@ -93,21 +68,6 @@ export function firstLine(text: string): string {
 function since(date: Date | null, now: Date): string {
   return date === null ? "—" : `${formatAge((now.getTime() - date.getTime()) / 1000)} ago`;
 }
-
-const NOTICE_TEXT: Record<Notice, (id: number, of: number) => string> = {
-  "bulk-retried": (n, of) =>
-    `${n} of ${of} matching job(s) are back in their queues${n < of ? " (the others were no longer failed or cancelled, or another job holds their dedup key)" : ""}.`,
-  "bulk-cancelled": (n, of) => `${n} of ${of} matching job(s) were cancelled${n < of ? " (the others were no longer pending or running)" : ""}.`,
-  retried: (id) => `Job #${id} is back in its queue.`,
-  "not-retried": (id) => `Job #${id} was not retried: it is no longer failed or cancelled.`,
-  "retry-held": (id) => `Job #${id} was not retried: another pending or running job holds its dedup key. Cancel that one or wait until it ends.`,
-  cancelled: (id) => `Job #${id} was cancelled.`,
-  "not-cancelled": (id) => `Job #${id} was not cancelled: it is no longer pending or running.`,
-  "schedule-paused": () => "The schedule is paused; its pending runs are cancelled.",
-  "schedule-resumed": () => "The schedule is resumed from its next slot.",
-  "schedule-triggered": (id) => `Job #${id} is enqueued: one run of the schedule, now.`,
-  "schedule-missing": () => "No such schedule: it was removed meanwhile.",
-};
 
 const STYLE = `
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2330;background:#f6f7f9}

@@ -2,7 +2,7 @@ import type { JobsDatabase } from "../db/database.js";
 import { isMissingTable } from "../flow-overview.js";
 import { listSchedules, pauseSchedule, readSchedule, resumeSchedule, triggerSchedule, type ScheduleStatus } from "../schedules.js";
 import { html, type Html } from "./escape.js";
-import type { Notice } from "./render.js";
+import type { Notice } from "./notices.js";
 
 // The schedules panel: listSchedules with pause / resume / run-now forms. Nothing at all on a
 // schema older than schedules (`schedules` null).
