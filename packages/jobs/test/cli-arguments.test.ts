@@ -1,6 +1,8 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cancelJob, enqueue, getJob, listLimits, processOne } from "../src/index.js";
+import { backends, type TestDatabase } from "./helpers/backends.js";
 
 // Issue 31.7 and 31.8: the CLI's answers to awkward arguments. Runs the built binary (pnpm build).
 
@@ -54,5 +56,46 @@ describe("forge-jobs CLI: arguments", () => {
     }
     const before = await cli(["list", "--before", "soon"]);
     expect(before.stderr.trim()).toBe('forge-jobs list: error: --before must be a positive integer (the ID column of forge-jobs list), got "soon"');
+  });
+});
+
+describe.each(backends())("forge-jobs CLI against $name: retry --yes", (backend) => {
+  let t: TestDatabase;
+  let common: string[];
+  beforeAll(async () => {
+    t = await backend.create();
+    common = ["--database-url", t.url, ...(t.schema ? ["--schema", t.schema] : [])];
+  });
+  afterAll(() => t.close());
+
+  it("retry --yes without filters retries every failed job, as the README's default --status failed says; --tenant still scopes it", async () => {
+    const failed: number[] = [];
+    for (const [queue, tenant] of [
+      ["mails", "acme"],
+      ["exports", "acme"],
+      ["mails", "globex"],
+    ] as const) {
+      failed.push(await enqueue("fails", null, { db: t.db, queue, tenant }));
+      await processOne({ fails: () => Promise.reject(new Error("no luck")) }, { db: t.db, queue });
+    }
+    const cancelled = await enqueue("waits", null, { db: t.db, queue: "mails" });
+    await cancelJob(cancelled, { db: t.db });
+    const pending = await enqueue("waits", null, { db: t.db, queue: "mails" });
+
+    // Scoped by a filter first: only acme's failed jobs.
+    const scoped = await cli(["retry", "--tenant", "acme", "--yes", ...common]);
+    expect(scoped.stderr).toBe("");
+    expect(scoped.stdout).toBe("retried 2 of 2 job(s)\n");
+    expect((await getJob(failed[2]!, { db: t.db }))!.status).toBe("failed");
+
+    const all = await cli(["retry", "--yes", ...common]);
+    expect(all.stderr).toBe("");
+    expect(all.code).toBe(0);
+    expect(all.stdout).toBe("retried 1 of 1 job(s)\n");
+    for (const id of failed) expect((await getJob(id, { db: t.db }))!.status).toBe("pending");
+    // A cancelled job is not a failed one: --status cancelled asks for it.
+    expect((await getJob(cancelled, { db: t.db }))!.status).toBe("cancelled");
+    expect((await getJob(pending, { db: t.db }))!.status).toBe("pending");
+    expect(await listLimits({ db: t.db })).toEqual([]);
   });
 });

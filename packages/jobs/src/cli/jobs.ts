@@ -89,7 +89,14 @@ async function bulk(p: Parsed, io: Io, verb: "retry" | "cancel"): Promise<void> 
       return;
     }
     const chosen = filters(p);
-    if (Object.keys(chosen).length === 0) throw new UsageError(`give a job id, or filters (--status, --queue, --task, --tenant, --older-than) to ${verb} many`);
+    // retry --yes alone: every failed job (--status defaults to failed). A bare cancel --yes
+    // would cancel every pending job in every queue: that one still asks for a filter.
+    const everyFailed = verb === "retry" && p.values.yes === true;
+    if (Object.keys(chosen).length === 0 && !everyFailed) {
+      throw new UsageError(
+        `give a job id, or filters (--status, --queue, --task, --tenant, --older-than) to ${verb} many${verb === "retry" ? ", or --yes to retry every failed job" : ""}`,
+      );
+    }
     if (!p.values.yes) {
       const ids = await matchingJobIds(db, bulkFilter(verb, chosen));
       io.out(`${ids.length} job(s) match; run again with --yes to ${verb} them\n`);

@@ -149,13 +149,13 @@ when there is no such job (or it belongs to another tenant than --tenant).${COMM
 
 One job by id, or every job the filters match (--status defaults to failed): without --yes the
 matching jobs are only counted; with --yes each is put back in its queue with one more attempt
-allowed. A job whose dedup key another active job holds is left, with a line saying so.${COMMON_OPTIONS}`,
+allowed. 'retry --yes' with no filter retries every failed job. A job whose dedup key another active job holds is left, with a line saying so.${COMMON_OPTIONS}`,
   cancel: `Usage: forge-jobs cancel <id>
        forge-jobs cancel [--status pending|running] [--queue <name>] [--task <task>] [--tenant <id>] [--older-than <duration>] [--yes]
 
-One job by id, or every job the filters match (--status defaults to pending): without --yes the
-matching jobs are only counted; with --yes each is cancelled (a running handler's signal fires at
-its next lease extension).${COMMON_OPTIONS}`,
+One job by id, or every job the filters match (give at least one; --status defaults to
+pending): without --yes the matching jobs are only counted; with --yes each is cancelled (a
+running handler's signal fires at its next lease extension).${COMMON_OPTIONS}`,
 };
 
 /** "7d", "12h", "30m", "90s", "3600" → seconds. */
