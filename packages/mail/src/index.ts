@@ -7,15 +7,13 @@ export {
   type MailAddressInput,
   type MailAddressListInput,
   type MailAttachment,
-  type MailAttachmentPayload,
-  type MailHeader,
   type MailHeaders,
   type MailMessage,
-  type MailPayload,
   type MessageToPayloadOptions,
   type NodemailerAttachment,
   type NodemailerMessage,
 } from "./payload.js";
+export type { MailAttachmentPayload, MailHeader, MailPayload } from "./mail-payload.js";
 export { DEFAULT_MAX_ATTACHMENT_BYTES, isMailPayload } from "./validate.js";
 export { classifySendError, isRetryable, rateLimitSnoozeSeconds, DEFAULT_RATE_LIMIT_SNOOZE_SECONDS, type ClassifyOptions } from "./classify.js";
 export { MailPayloadError, MailSendError, type MailSendErrorDetails } from "./errors.js";
@@ -57,7 +55,8 @@ export {
   type VerifyUnsubscribeTokenOptions,
 } from "./unsubscribe.js";
 export { parseDeliveryStatus, isHardBounceStatus, type DeliveryStatusReport, type DsnRecipient } from "./dsn.js";
-export { deliveryEventsFromMessage, suppressionsFromEvents, recordDeliveryEvents, type DeliveryEvent } from "./delivery-events.js";
+export { deliveryEventsFromMessage, suppressionsFromEvents, recordDeliveryEvents } from "./delivery-events.js";
+export type { DeliveryEvent } from "./delivery-event.js";
 export { parseSesNotification, verifySnsSignature, isSnsCertificateUrl, type SesNotification } from "./ses.js";
 export { DKIM_HEADER_FIELD_NAMES } from "./dkim.js";
 export { previewMail, type MailPreview, type MailPreviewOptions } from "./preview.js";

@@ -1,6 +1,7 @@
 import nodemailer from "nodemailer";
 import { MailPayloadError } from "./errors.js";
-import { normaliseMessage, toMessage, type MailMessage, type MailPayload } from "./payload.js";
+import type { MailPayload } from "./mail-payload.js";
+import { normaliseMessage, toMessage, type MailMessage } from "./payload.js";
 import { parseMailPayload } from "./validate.js";
 
 export interface MailPreviewOptions {

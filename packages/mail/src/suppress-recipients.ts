@@ -1,4 +1,4 @@
-import type { MailPayload } from "./payload.js";
+import type { MailPayload } from "./mail-payload.js";
 import { suppresses, type SuppressedRecipient, type SuppressionList } from "./suppression.js";
 
 const RECIPIENT_FIELDS = ["to", "cc", "bcc"] as const;

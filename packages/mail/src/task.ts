@@ -1,4 +1,4 @@
-import type { MailPayload } from "./payload.js";
+import type { MailPayload } from "./mail-payload.js";
 
 /**
  * A task name that carries its payload type as a phantom. Declared here rather than

@@ -2,7 +2,7 @@ import { refuseAddressHeader } from "./address-headers.js";
 import { isEmailAddress, type MailAddress } from "./address.js";
 import { base64ByteLength, isBase64Bytes, type Base64Bytes } from "./bytes.js";
 import { MailPayloadError } from "./errors.js";
-import type { MailAttachmentPayload, MailHeader, MailPayload } from "./payload.js";
+import type { MailAttachmentPayload, MailHeader, MailPayload } from "./mail-payload.js";
 import { rejectLineBreaks } from "./text.js";
 
 /** 5 MiB: the default ceiling for one inline attachment (`messageToPayload`). */
