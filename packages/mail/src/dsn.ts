@@ -1,5 +1,5 @@
 import { leafParts, parseFields } from "./mime.js";
-import type { DeliveryEvent } from "./delivery-events.js";
+import type { DeliveryEvent } from "./delivery-event.js";
 
 /** One recipient's block of an RFC 3464 delivery status notification. */
 export interface DsnRecipient {

@@ -1,5 +1,5 @@
 import { createVerify } from "node:crypto";
-import type { DeliveryEvent } from "./delivery-events.js";
+import type { DeliveryEvent } from "./delivery-event.js";
 import { isHardBounceStatus } from "./dsn.js";
 
 /**
