@@ -2,29 +2,7 @@ import type { Readable } from "node:stream";
 import { parse, type CsvError, type Parser } from "csv-parse";
 import { MAX_RECORD_BYTES } from "./limits.js";
 import type { ImportOptions } from "./payload.js";
-import type { RecordSource } from "./record-source.js";
-
-export interface CsvRecord {
-  fields: string[];
-  /** 1-based line on which the record starts. */
-  line: number;
-  /** Line on which it ends: later than `line` when a quoted field holds line breaks. */
-  endLine: number;
-  /** Set when the record cannot be imported whatever its fields say (bytes that are not text): it is rejected with this message. */
-  problem?: string;
-}
-
-/** Where the parser is, which runs a little ahead of the records handed out. */
-export interface ParsePosition {
-  bytes: number;
-  /** Records parsed so far, header and empty lines included. */
-  records: number;
-}
-
-export interface MalformedRecord {
-  line: number;
-  message: string;
-}
+import type { CsvRecord, MalformedRecord, RecordSource } from "./record-source.js";
 
 export type CsvReader = RecordSource;
 

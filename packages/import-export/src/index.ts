@@ -27,8 +27,7 @@ export type { ImportReport, ImportRowError, ImportProgress, WriteCounts } from "
 export { matchHeader, normalizeColumn, type HeaderSpec, type HeaderMatch } from "./header.js";
 export { IMPORT_ENCODINGS, DELIMITER_CANDIDATES, type TextEncoding } from "./sniff.js";
 export { REJECT_COLUMNS } from "./rejects-file.js";
-export type { RecordSource, SpreadsheetFormat } from "./record-source.js";
-export type { CsvRecord, MalformedRecord, ParsePosition } from "./csv-reader.js";
+export type { CsvRecord, MalformedRecord, ParsePosition, RecordSource, SpreadsheetFormat } from "./record-source.js";
 export type { JobContextLike, Checkpoint } from "./context.js";
 export { CsvJobError, ImportError, ExportError, type JobErrorOptions } from "./errors.js";
 export { escapeFormula } from "./formula.js";

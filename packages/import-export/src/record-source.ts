@@ -1,4 +1,25 @@
-import type { CsvRecord, MalformedRecord, ParsePosition } from "./csv-reader.js";
+/** One record of a file (a CSV record, a spreadsheet row). */
+export interface CsvRecord {
+  fields: string[];
+  /** 1-based line on which the record starts. */
+  line: number;
+  /** Line on which it ends: later than `line` when a quoted field holds line breaks. */
+  endLine: number;
+  /** Set when the record cannot be imported whatever its fields say (bytes that are not text): it is rejected with this message. */
+  problem?: string;
+}
+
+/** Where the parser is, which runs a little ahead of the records handed out. */
+export interface ParsePosition {
+  bytes: number;
+  /** Records parsed so far, header and empty lines included. */
+  records: number;
+}
+
+export interface MalformedRecord {
+  line: number;
+  message: string;
+}
 
 /** Records of a file, whatever its format: what the import loop reads. */
 export interface RecordSource {

@@ -1,9 +1,8 @@
 import { once, type EventEmitter } from "node:events";
 import { createReadStream } from "node:fs";
 import ExcelJS from "exceljs";
-import type { CsvRecord } from "./csv-reader.js";
 import { ImportError, messageOf } from "./errors.js";
-import type { RecordSource, SpreadsheetFormat } from "./record-source.js";
+import type { CsvRecord, RecordSource, SpreadsheetFormat } from "./record-source.js";
 import { SharedStrings } from "./shared-strings.js";
 import { DEFAULT_MAX_ENTRY_BYTES, guardZip, type XlsxLimits } from "./xlsx-guard.js";
 
