@@ -6,8 +6,9 @@
 //   tsx src/sustained.ts [--rate=1000] [--seconds=240] [--recovery=60] [--autovacuum=off|on]
 //                        [--concurrency=16] [--window=5] [--json=results/sustained.json]
 //
-// --autovacuum sets the jobs table's own autovacuum_enabled; with the server's autovacuum off
-// (this machine's PostgreSQL) "on" changes nothing, so the run says which it saw.
+// --autovacuum=on turns the server's autovacuum on for the run (ALTER SYSTEM, reloaded, put
+// back as it was at the end) and the jobs table's own autovacuum_enabled; off turns the
+// table's off, which is what a server whose autovacuum is off or held back looks like.
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import pg from "pg";
@@ -53,8 +54,21 @@ async function main(): Promise<void> {
   const db = forge.connect(url, { schema });
   await forge.migrate({ db });
   const table = `${schema}.jobs`;
-  await admin.query(`ALTER TABLE ${table} SET (autovacuum_enabled = ${args.autovacuum === "on" ? "true" : "false"})`);
+  const on = args.autovacuum === "on";
+  await admin.query(`ALTER TABLE ${table} SET (autovacuum_enabled = ${on ? "true" : "false"})`);
+  const serverBefore = (await admin.query<{ autovacuum: string }>("SHOW autovacuum")).rows[0]!.autovacuum;
+  if (on && serverBefore !== "on") {
+    await admin.query("ALTER SYSTEM SET autovacuum = on");
+    await admin.query("SELECT pg_reload_conf()");
+    await sleep(500);
+  }
   const server = (await admin.query<{ autovacuum: string }>("SHOW autovacuum")).rows[0]!.autovacuum;
+  const putBack = async () => {
+    if (on && serverBefore !== "on") {
+      await admin.query("ALTER SYSTEM RESET autovacuum");
+      await admin.query("SELECT pg_reload_conf()");
+    }
+  };
 
   const pickups: number[] = [];
   let completed = 0;
@@ -149,6 +163,7 @@ async function main(): Promise<void> {
   );
   if (args.json) writeFileSync(args.json, JSON.stringify(summary, null, 2) + "\n");
   await db.close();
+  await putBack();
   await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   await admin.end();
 }
