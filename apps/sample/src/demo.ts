@@ -11,7 +11,8 @@ import type { ImportReport } from "@forge/import-export";
 import { buildApp } from "./app.js";
 import { APP_DIR, loadConfig, redactUrl } from "./config.js";
 import { countContacts } from "./contacts.js";
-import { migrateApp, openDatabase } from "./db.js";
+import { openDatabase } from "./db.js";
+import { migrateApp } from "./migrate.js";
 import { exportsDir, QUEUES } from "./handlers.js";
 import { startSmtpCatcher, type SmtpCatcher } from "./smtp-catcher.js";
 

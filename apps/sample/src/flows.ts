@@ -2,8 +2,8 @@ import { enqueue, enqueueBatch, enqueueMany, type JobContext, type JobsDatabase,
 import { MAIL_JOB_TASK, messageToPayload } from "@forge/mail";
 import type { AppConfig } from "./config.js";
 import type { AppDatabase, Sql } from "./db.js";
-import { QUEUES } from "./handlers.js";
 import { mailConcurrencyKey } from "./mail-limits.js";
+import { QUEUES } from "./queues.js";
 
 /**
  * Jobs that wait for other jobs (@forge/jobs dependencies and batches), wired here:
@@ -22,7 +22,7 @@ function table(db: AppDatabase, name: string): string {
   return db.jobs.schema ? `"${db.jobs.schema}"."${name}"` : `"${name}"`;
 }
 
-/** The tables this module keeps beside the app's own (see db.ts's migrateApp). */
+/** The tables this module keeps beside the app's own (see migrate.ts's migrateApp). */
 export function flowTables(db: AppDatabase, dialect: "postgres" | "sqlite"): string[] {
   const text = dialect === "postgres" ? "text" : "TEXT";
   const big = dialect === "postgres" ? "bigint" : "INTEGER";

@@ -10,7 +10,8 @@ import { DIGEST_TASK, digestHandler } from "./digest.js";
 import { suppressionList } from "./suppression.js";
 import { CAMPAIGN_SENT_TASK, flowHandlers, IMPORT_REPORT_TASK } from "./flows.js";
 
-// Its own module so that digest.ts (which handlers.ts imports) does not import handlers.ts back.
+// Its own module so that the modules handlers.ts imports (digest.ts, flows.ts, notifications.ts)
+// name the queues without importing handlers.ts back.
 export { QUEUES } from "./queues.js";
 
 export const uploadsDir = (config: Pick<AppConfig, "dataDir">): string => path.join(config.dataDir, "uploads");

@@ -2,8 +2,8 @@ import { enqueue, type JobsDatabase } from "@forge/jobs";
 import { MAIL_JOB_TASK, messageToPayload } from "@forge/mail";
 import type { AppConfig } from "./config.js";
 import type { AppDatabase, Sql } from "./db.js";
-import { QUEUES } from "./handlers.js";
 import { mailConcurrencyKey } from "./mail-limits.js";
+import { QUEUES } from "./queues.js";
 
 /** An in-app notification: a row of the app's own `notifications` table. */
 export interface Notification {

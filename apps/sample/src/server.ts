@@ -1,7 +1,7 @@
 // The web process: `pnpm start` (tsx src/server.ts). Jobs run in src/worker.ts.
 import { buildApp } from "./app.js";
 import { loadConfig, redactUrl } from "./config.js";
-import { migrateApp } from "./db.js";
+import { migrateApp } from "./migrate.js";
 import { createLogger } from "./logging.js";
 
 const config = loadConfig();

@@ -3,7 +3,8 @@
 import { runWorker } from "@forge/jobs";
 import type { MailHandler } from "@forge/mail";
 import { loadConfig, redactUrl } from "./config.js";
-import { migrateApp, openDatabase } from "./db.js";
+import { openDatabase } from "./db.js";
+import { migrateApp } from "./migrate.js";
 import { createHandlers, mailHandler, QUEUES } from "./handlers.js";
 import { createLogger } from "./logging.js";
 import { declareMailLimits } from "./mail-limits.js";

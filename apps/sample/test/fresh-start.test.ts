@@ -11,7 +11,8 @@ import { connect, enqueue, listLimits } from "@forge/jobs";
 import { MAIL_JOB_TASK, messageToPayload } from "@forge/mail";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { APP_DIR, appEnvironment, loadConfig } from "../src/config.js";
-import { migrateApp, openDatabase } from "../src/db.js";
+import { openDatabase } from "../src/db.js";
+import { migrateApp } from "../src/migrate.js";
 import handlersForCli, { createHandlers, TASKS } from "../src/handlers.js";
 import { waitFor } from "./support.js";
 

@@ -6,7 +6,8 @@ import path from "node:path";
 import { connect, migrate } from "@forge/jobs";
 import { buildApp } from "../src/app.js";
 import { APP_DIR, loadConfig, type AppConfig } from "../src/config.js";
-import { migrateApp, openDatabase, type AppDatabase } from "../src/db.js";
+import { openDatabase, type AppDatabase } from "../src/db.js";
+import { migrateApp } from "../src/migrate.js";
 
 export const PG_URL = process.env.FORGE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 
