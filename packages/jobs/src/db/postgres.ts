@@ -207,11 +207,33 @@ function pgClientConfig(url: string): pg.ClientConfig {
   return { connectionString: url, connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS };
 }
 
+/**
+ * A client that runs PLAN_EACH_RUN before it is handed out: the pool's `connect` event could
+ * only queue it beside the caller's first statement, which pg reports as a deprecated
+ * concurrent query (on stderr, where the CLI's output goes).
+ */
+class PlanEachRunClient extends pg.Client {
+  override connect(): Promise<pg.Client>;
+  override connect(callback: ((err: Error) => void) | ((err: null, client: pg.Client) => void)): void;
+  override connect(callback?: ((err: Error) => void) | ((err: null, client: pg.Client) => void)): Promise<pg.Client> | void {
+    // A server without the setting (before PostgreSQL 12) refuses it: plans are then its own choice.
+    const ready = super.connect().then(() =>
+      this.query(PLAN_EACH_RUN).then(
+        () => this,
+        () => this,
+      ),
+    );
+    if (!callback) return ready;
+    ready.then(
+      (client) => (callback as (err: null, client: pg.Client) => void)(null, client),
+      (error: Error) => (callback as (err: Error) => void)(error),
+    );
+  }
+}
+
 /** `prepared`: the pool's connections plan each run (PLAN_EACH_RUN), so it may name its statements (see PgMode). */
 export function createPgPool(url: string, max = 10, prepared = false): pg.Pool {
-  const pool = new pg.Pool({ ...pgClientConfig(url), max });
-  // pg runs a client's statements in the order they were queued: this one before any other.
-  if (prepared) pool.on("connect", (client) => void client.query(PLAN_EACH_RUN).catch(() => undefined));
+  const pool = new pg.Pool({ ...pgClientConfig(url), max, ...(prepared ? { Client: PlanEachRunClient } : {}) });
   // An idle client losing its server must not crash the process; the pool drops it.
   pool.on("error", () => undefined);
   return pool;
