@@ -11,13 +11,13 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueueMany, statusCounts, type JobsDatabase } from "../src/index.js";
-import { fromDriver } from "../src/connect.js";
-import { claimJobs } from "../src/claim.js";
-import { completeRuns } from "../src/complete.js";
-import { failJob } from "../src/fail.js";
-import { extendLeases } from "../src/lease.js";
-import { reclaimJobs } from "../src/reclaim.js";
-import { sendStarts } from "../src/start.js";
+import { fromDriver } from "../src/core/connect.js";
+import { claimJobs } from "../src/run/claim.js";
+import { completeRuns } from "../src/run/complete.js";
+import { failJob } from "../src/run/fail.js";
+import { extendLeases } from "../src/run/lease.js";
+import { reclaimJobs } from "../src/maintenance/reclaim.js";
+import { sendStarts } from "../src/run/start.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 const GROWN = 200_000;

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, getJob, listGroups, listLimits, processOne, setGroupWeight, setLimit } from "../src/index.js";
-import { claimJobs } from "../src/claim.js";
+import { claimJobs } from "../src/run/claim.js";
 import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
 import { mysql as mysqlDialect } from "../src/dialects/mysql.js";
 import { postgres as postgresDialect } from "../src/dialects/postgres.js";

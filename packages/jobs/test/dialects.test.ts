@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, getJob } from "../src/index.js";
-import { columnList, decodeRow, JOB_COLUMNS } from "../src/job-row.js";
+import { columnList, decodeRow, JOB_COLUMNS } from "../src/core/job-row.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 /** Each backend's dialect object (`db.sql`) says what its database does: checked against the database itself. */

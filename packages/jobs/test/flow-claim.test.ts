@@ -2,8 +2,8 @@
 // key, decided in the database on every backend. Limits and weights are written with SQL here
 // (setLimit/setGroupWeight have tests of their own), so these tests test the claim alone.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimJobs, type ClaimResult } from "../src/claim.js";
-import { completeRuns } from "../src/complete.js";
+import { claimJobs, type ClaimResult } from "../src/run/claim.js";
+import { completeRuns } from "../src/run/complete.js";
 import { drain, enqueue, enqueueMany, getJob, JobError, reclaim, runWorker } from "../src/index.js";
 import { backends, deferred, uniqueName, waitFor, type TestDatabase } from "./helpers/backends.js";
 

@@ -1,9 +1,9 @@
 // The checks behind `forge-jobs doctor`, read from src/health.ts (audit 13.7).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueue } from "../src/index.js";
-import { claimJobs } from "../src/claim.js";
-import { connectionError, jobsPastLease, schemaState, tasksWithoutHandler } from "../src/health.js";
-import { latestVersion } from "../src/migrate.js";
+import { claimJobs } from "../src/run/claim.js";
+import { connectionError, jobsPastLease, schemaState, tasksWithoutHandler } from "../src/maintenance/health.js";
+import { latestVersion } from "../src/migrations/migrate.js";
 import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("health checks ($name)", (backend) => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWorker, enqueue, getJob, heartbeat, processOne, reclaim, WORKER_LOST_PREFIX, type JobContext } from "../src/index.js";
-import { claimJobs } from "../src/claim.js";
+import { claimJobs } from "../src/run/claim.js";
 import { backends, deferred, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, getJob, JobError, listSchedules, PRUNE_TASK, processOne, RECLAIM_TASK, scheduleMaintenance } from "../src/index.js";
-import { runDueSchedules } from "../src/scheduler.js";
+import { runDueSchedules } from "../src/schedules/scheduler.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("the queue's own maintenance as schedules ($name)", (backend) => {

@@ -10,9 +10,9 @@ import {
   type DrainOptions,
   type ProcessOptions,
   type WorkerOptions,
-} from "../src/options.js";
-import type { DrainOptions as DrainOptionsOfDrain, ProcessOptions as ProcessOptionsOfProcess } from "../src/process.js";
-import type { WorkerOptions as WorkerOptionsOfWorker } from "../src/worker.js";
+} from "../src/core/options.js";
+import type { DrainOptions as DrainOptionsOfDrain, ProcessOptions as ProcessOptionsOfProcess } from "../src/worker/process.js";
+import type { WorkerOptions as WorkerOptionsOfWorker } from "../src/worker/worker.js";
 import { DEFAULT_LEASE_SECONDS as PUBLIC_DEFAULT_LEASE } from "../src/index.js";
 
 describe("the options module", () => {

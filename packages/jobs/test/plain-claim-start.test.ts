@@ -1,7 +1,7 @@
 // The plain claim (claim.ts) starts the first `start` jobs it takes, in claim order, and holds
 // the rest unstarted (start.ts): SQLite words the claim differently for none, some or all.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimJobs } from "../src/claim.js";
+import { claimJobs } from "../src/run/claim.js";
 import { enqueueMany } from "../src/index.js";
 import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
 

@@ -5,9 +5,9 @@
 // of the statements exactly as the queue sends them.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueueMany } from "../src/index.js";
-import { claimJobs } from "../src/claim.js";
-import { completeRuns } from "../src/complete.js";
-import { extendLeases } from "../src/lease.js";
+import { claimJobs } from "../src/run/claim.js";
+import { completeRuns } from "../src/run/complete.js";
+import { extendLeases } from "../src/run/lease.js";
 import { backends, type Backend, type TestDatabase } from "./helpers/backends.js";
 
 interface PlanNode {

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, createWorker, enqueue, enqueueMany, getJob, JobError, migrate, runWorker, type JobsDatabase, type Logger } from "../src/index.js";
-import { fromDriver } from "../src/connect.js";
+import { fromDriver } from "../src/core/connect.js";
 import { backends, deferred, MYSQL_URL, PG_LISTEN_URL, PG_URL, uniqueName, waitFor } from "./helpers/backends.js";
 
 const SCRIPT = fileURLToPath(new URL("../../../tools/test-services/pgbouncer.sh", import.meta.url));

@@ -2,7 +2,7 @@
 // its refilled_at lies ahead of now(). The bucket must refill from now on, not from that
 // instant in the future. Limits are set with setLimit; the step is made by SQL. All backends.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimJobs } from "../src/claim.js";
+import { claimJobs } from "../src/run/claim.js";
 import { enqueueMany, setLimit } from "../src/index.js";
 import { backends, uniqueName, waitFor, type TestDatabase } from "./helpers/backends.js";
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWorker, JobError, schedule, unschedule, type JobContext } from "../src/index.js";
-import { schedulerPass } from "../src/scheduler.js";
+import { schedulerPass } from "../src/schedules/scheduler.js";
 import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("workers run the scheduler ($name)", (backend) => {

@@ -12,11 +12,11 @@ import {
   unschedule,
   type JobContext,
 } from "../src/index.js";
-import { cronSlots } from "../src/cron-slots.js";
-import { runDueSchedules, runSchedule, slotsToRun } from "../src/scheduler.js";
-import { readSchedule } from "../src/schedules.js";
-import { silentLogger } from "../src/logger.js";
-import { timestampParam } from "../src/schedule-rows.js";
+import { cronSlots } from "../src/schedules/cron-slots.js";
+import { runDueSchedules, runSchedule, slotsToRun } from "../src/schedules/scheduler.js";
+import { readSchedule } from "../src/schedules/schedules.js";
+import { silentLogger } from "../src/base/logger.js";
+import { timestampParam } from "../src/schedules/schedule-rows.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 const MINUTE = 60_000;

@@ -1,9 +1,9 @@
 // The start write (start.ts) answers with the held jobs still ours: one taken over while it
 // waited in the buffer is left alone and left out, and a write sent again counts nothing twice.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimJobs } from "../src/claim.js";
+import { claimJobs } from "../src/run/claim.js";
 import { enqueueMany } from "../src/index.js";
-import { sendStarts } from "../src/start.js";
+import { sendStarts } from "../src/run/start.js";
 import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("the start write's answer ($name)", (backend) => {

@@ -5,10 +5,10 @@
 // attempts were never counted (jobs ended done with 0 attempts). PostgreSQL only: the other
 // backends have no pipelined sender.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WorkerBuffer } from "../src/buffer.js";
-import { claimJobs, type ClaimedJob } from "../src/claim.js";
+import { WorkerBuffer } from "../src/worker/buffer.js";
+import { claimJobs, type ClaimedJob } from "../src/run/claim.js";
 import type { OrderedSender, QueryResult } from "../src/db/executor.js";
-import { WorkerEmitter } from "../src/events.js";
+import { WorkerEmitter } from "../src/core/events.js";
 import { createWorker, enqueueMany } from "../src/index.js";
 import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
 

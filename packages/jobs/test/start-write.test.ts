@@ -4,7 +4,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PgOrderedSender } from "../src/db/pg-ordered-sender.js";
-import { sendStarts } from "../src/start.js";
+import { sendStarts } from "../src/run/start.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 const postgres = backends().find((b) => b.name === "postgres");

@@ -12,8 +12,8 @@ import {
   type JobContext,
   type WorkerEvents,
 } from "../src/index.js";
-import { ClaimPlan } from "../src/claim-plan.js";
-import { JobsDatabase } from "../src/db/database.js";
+import { ClaimPlan } from "../src/worker/claim-plan.js";
+import { JobsDatabase } from "../src/core/database.js";
 import type { Executor } from "../src/db/executor.js";
 import { backends, deferred, waitFor, type TestDatabase } from "./helpers/backends.js";
 

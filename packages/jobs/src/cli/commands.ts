@@ -1,19 +1,19 @@
 import { mkdir, writeFile, access } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { connect, connectForReading, dialectOf } from "../connect.js";
-import type { JobsDatabase } from "../db/database.js";
-import { dialectMigrationSql, migrate } from "../migrate.js";
-import { connectionError, jobsPastLease, schedulesWithoutHandler, schemaState, tasksWithoutHandler } from "../health.js";
+import { connect, connectForReading, dialectOf } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { dialectMigrationSql, migrate } from "../migrations/migrate.js";
+import { connectionError, jobsPastLease, schedulesWithoutHandler, schemaState, tasksWithoutHandler } from "../maintenance/health.js";
 
 /** The migration that made the schedules table: an older schema has none to check. */
 const SCHEDULES_VERSION = 5;
-import { prune, type PruneOptions } from "../admin.js";
-import { isMaintenanceTask } from "../maintenance.js";
-import { reclaim } from "../reclaim.js";
-import { statusCounts } from "../status.js";
-import { createWorker } from "../worker.js";
-import { timerMs } from "../timers.js";
-import { flowOverview } from "../flow-overview.js";
+import { prune, type PruneOptions } from "../maintenance/admin.js";
+import { isMaintenanceTask } from "../maintenance/maintenance.js";
+import { reclaim } from "../maintenance/reclaim.js";
+import { statusCounts } from "../reads/status.js";
+import { createWorker } from "../worker/worker.js";
+import { timerMs } from "../base/timers.js";
+import { flowOverview } from "../flow/flow-overview.js";
 import { renderFlow } from "./flow-tables.js";
 import { renderStatus } from "./table.js";
 import { loadHandlers } from "./handlers-module.js";

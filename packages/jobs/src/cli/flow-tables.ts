@@ -1,7 +1,7 @@
-import { compareKeys, type LimitStatus } from "../limits.js";
-import type { GroupStatus } from "../groups.js";
-import type { FlowOverview } from "../flow-overview.js";
-import { formatDuration } from "../wait-times.js";
+import { compareKeys, type LimitStatus } from "../flow/limits.js";
+import type { GroupStatus } from "../flow/groups.js";
+import type { FlowOverview } from "../flow/flow-overview.js";
+import { formatDuration } from "../flow/wait-times.js";
 import { renderTable } from "./table.js";
 
 function rateText(limit: LimitStatus): string {

@@ -1,5 +1,5 @@
-import { removeLimit, setLimit, listLimits, describeLimit, type LimitSettings } from "../limits.js";
-import { listGroups, setGroupWeight } from "../groups.js";
+import { removeLimit, setLimit, listLimits, describeLimit, type LimitSettings } from "../flow/limits.js";
+import { listGroups, setGroupWeight } from "../flow/groups.js";
 import { openDatabase, type Io, type Parsed } from "./commands.js";
 import { renderGroups, renderLimits } from "./flow-tables.js";
 import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";

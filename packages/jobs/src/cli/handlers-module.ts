@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { Handlers } from "../types.js";
+import type { Handlers } from "../base/types.js";
 import { UsageError } from "./usage.js";
 
 /** Extensions Node does not load by itself before type stripping (22.18 / 23.6). */

@@ -1,4 +1,4 @@
-import { historyPartitions, pruneHistory } from "../admin.js";
+import { historyPartitions, pruneHistory } from "../maintenance/admin.js";
 import { openDatabase, type Io, type Parsed } from "./commands.js";
 import { renderTable } from "./table.js";
 import { UsageError, parseDuration } from "./usage.js";

@@ -1,8 +1,8 @@
-import { cancelJob, retryJob } from "../admin.js";
-import { actOnMatching, bulkFilter, matchingJobIds } from "../bulk.js";
-import { listJobs, type ListJobsOptions } from "../list.js";
-import { getJob } from "../status.js";
-import type { JobStatus } from "../types.js";
+import { cancelJob, retryJob } from "../maintenance/admin.js";
+import { actOnMatching, bulkFilter, matchingJobIds } from "../maintenance/bulk.js";
+import { listJobs, type ListJobsOptions } from "../reads/list.js";
+import { getJob } from "../reads/status.js";
+import type { JobStatus } from "../base/types.js";
 import { openDatabase, type Io, type Parsed } from "./commands.js";
 import { renderTable } from "./table.js";
 import { ProblemsFound, UsageError, parseDuration, parseNumber } from "./usage.js";

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { JobError } from "../errors.js";
+import { JobError } from "../base/errors.js";
 import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, status, type Io, type Parsed } from "./commands.js";
 import { groupsCommand, limitsCommand } from "./flow.js";
 import { schedulesCommand } from "./schedules.js";

@@ -1,4 +1,4 @@
-import { listSchedules, pauseSchedule, resumeSchedule, triggerSchedule, type ScheduleStatus } from "../schedules.js";
+import { listSchedules, pauseSchedule, resumeSchedule, triggerSchedule, type ScheduleStatus } from "../schedules/schedules.js";
 import { openDatabase, type Io, type Parsed } from "./commands.js";
 import { renderTable } from "./table.js";
 import { ProblemsFound, UsageError } from "./usage.js";

@@ -1,4 +1,4 @@
-import type { QueueStatus } from "../types.js";
+import type { QueueStatus } from "../base/types.js";
 
 /** An aligned table: the first column left-aligned, the others right-aligned so a glance compares numbers. */
 export function renderTable(columns: readonly string[], rows: readonly (readonly string[])[]): string {

@@ -1,15 +1,15 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, resolve as resolvePath } from "node:path";
-import { JobError } from "./errors.js";
-import { JobsDatabase, type DatabaseSettings } from "./db/database.js";
-import type { DialectName, Executor } from "./db/executor.js";
-import type { Logger } from "./logger.js";
-import { checkIdentifier } from "./db/identifiers.js";
-import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool, type PgMode } from "./db/postgres.js";
-import { isPrivateSqlite, isSqliteDatabase } from "./db/sqlite.js";
-import { createSqliteExecutor, wrapSqliteDatabase } from "./db/sqlite-open.js";
-import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnection, wrapMysqlPool } from "./db/mysql.js";
-import { QueryExecutor, type QuerySource } from "./db/query-executor.js";
+import { JobError } from "../base/errors.js";
+import { JobsDatabase, type DatabaseSettings } from "./database.js";
+import type { DialectName, Executor } from "../db/executor.js";
+import type { Logger } from "../base/logger.js";
+import { checkIdentifier } from "../db/identifiers.js";
+import { PgClientExecutor, PgPoolExecutor, createPgPool, isPgClient, isPgPool, type PgMode } from "../db/postgres.js";
+import { isPrivateSqlite, isSqliteDatabase } from "../db/sqlite.js";
+import { createSqliteExecutor, wrapSqliteDatabase } from "../db/sqlite-open.js";
+import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnection, wrapMysqlPool } from "../db/mysql.js";
+import { QueryExecutor, type QuerySource } from "../db/query-executor.js";
 import {
   CONNECT_OPTION_KEYS,
   DEFAULT_MAX_PAYLOAD_BYTES,

@@ -1,6 +1,6 @@
-import type { DialectName, Executor } from "./executor.js";
+import type { DialectName, Executor } from "../db/executor.js";
 import { dialectFor, type Dialect } from "../dialects/index.js";
-import { qualified } from "./identifiers.js";
+import { qualified } from "../db/identifiers.js";
 
 export const TABLE_NAME = "jobs";
 export const MIGRATIONS_TABLE = "forge_jobs_migrations";

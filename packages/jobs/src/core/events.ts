@@ -1,4 +1,4 @@
-import type { JobInfo, ReclaimedJob } from "./types.js";
+import type { JobInfo, ReclaimedJob } from "../base/types.js";
 
 /**
  * What every event of one run carries: the job, and the run's claim token (`ctx.claimToken`).

@@ -1,5 +1,5 @@
-import type { Dialect } from "./dialects/dialect.js";
-import type { Job, JobStatus } from "./types.js";
+import type { Dialect } from "../dialects/dialect.js";
+import type { Job, JobStatus } from "../base/types.js";
 
 /**
  * The one row codec of the jobs table: every read names its columns from here (adding a

@@ -1,4 +1,4 @@
-import type { JobsDatabase } from "../db/database.js";
+import type { JobsDatabase } from "./database.js";
 import type { Executor, QueryResult } from "../db/executor.js";
 
 /**

@@ -1,9 +1,9 @@
-import type { JobsDatabase } from "./db/database.js";
-import { JobError } from "./errors.js";
+import type { JobsDatabase } from "./database.js";
+import { JobError } from "../base/errors.js";
 import type { WorkerEventHandlers } from "./events.js";
-import type { Logger } from "./logger.js";
-import type { PayloadOf } from "./types.js";
-import { checkKnownOptions, checkSeconds } from "./validate.js";
+import type { Logger } from "../base/logger.js";
+import type { PayloadOf } from "../base/types.js";
+import { checkKnownOptions, checkSeconds } from "../base/validate.js";
 
 // Every public option: its type, its default and its key list, here and nowhere else. A key
 // list is the keys of a `Record<keyof Options, true>`, so the compiler refuses a list that

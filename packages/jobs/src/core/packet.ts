@@ -1,5 +1,5 @@
-import type { JobsDatabase } from "./db/database.js";
-import { JobError } from "./errors.js";
+import type { JobsDatabase } from "./database.js";
+import { JobError } from "../base/errors.js";
 
 /** Room kept in a statement for its SQL, ids, tokens and framing, next to the large values. */
 const STATEMENT_OVERHEAD = 64 * 1024;

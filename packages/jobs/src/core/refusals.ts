@@ -1,4 +1,4 @@
-import type { DialectName } from "./db/executor.js";
+import type { DialectName } from "../db/executor.js";
 
 /**
  * PostgreSQL SQLSTATE classes 22 (data exception: bad encoding, value too long…), 23

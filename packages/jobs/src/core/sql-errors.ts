@@ -1,4 +1,4 @@
-import type { DialectName } from "./db/executor.js";
+import type { DialectName } from "../db/executor.js";
 
 /** What a driver error says, read the same way on every backend. */
 function errorCode(error: unknown): { code: unknown; errno: unknown } {

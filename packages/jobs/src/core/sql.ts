@@ -1,5 +1,5 @@
-import type { DialectName, Executor, QueryResult } from "./db/executor.js";
-import { dialectFor } from "./dialects/index.js";
+import type { DialectName, Executor, QueryResult } from "../db/executor.js";
+import { dialectFor } from "../dialects/index.js";
 
 /** SQL that differs per backend; everything else is written once. Every dialect must have an entry. */
 export type PerDialect<T> = Record<DialectName, T>;

@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import type * as Otel from "@opentelemetry/api";
 import type { WorkerEmitter } from "./events.js";
-import type { JobInfo } from "./types.js";
+import type { JobInfo } from "../base/types.js";
 
 /**
  * OpenTelemetry through `@opentelemetry/api` only, an optional peer: when it is not installed,

@@ -1,5 +1,5 @@
 import { html, type Html } from "./escape.js";
-import { formatDuration, type WaitTimes } from "../wait-times.js";
+import { formatDuration, type WaitTimes } from "../flow/wait-times.js";
 import { CHART_MINUTES, type Throughput } from "./queries.js";
 
 // Inline SVG, drawn on the server: no script, no external asset, nothing for the CSP to allow.

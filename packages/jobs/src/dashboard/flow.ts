@@ -1,8 +1,8 @@
-import type { FlowOverview } from "../flow-overview.js";
-import type { GroupStatus } from "../groups.js";
-import { isPattern } from "../limit-rules.js";
-import type { LimitStatus } from "../limits.js";
-import { formatDuration } from "../wait-times.js";
+import type { FlowOverview } from "../flow/flow-overview.js";
+import type { GroupStatus } from "../flow/groups.js";
+import { isPattern } from "../flow/limit-rules.js";
+import type { LimitStatus } from "../flow/limits.js";
+import { formatDuration } from "../flow/wait-times.js";
 import { html, type Html } from "./escape.js";
 
 // The flow-control panels: limits per key or pattern and fair-share groups, from listLimits and

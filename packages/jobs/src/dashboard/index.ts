@@ -1,13 +1,13 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { cancelJob, retryJob } from "../admin.js";
-import { actOnMatching, bulkFilter, matchingJobIds, type BulkVerb } from "../bulk.js";
-import { resolveDb, type DbLike } from "../connect.js";
-import { JobsDatabase } from "../db/database.js";
-import { JobError } from "../errors.js";
-import { flowOverview } from "../flow-overview.js";
-import { listJobs } from "../list.js";
-import { getJob, statusCounts } from "../status.js";
-import { checkTenant } from "../validate.js";
+import { cancelJob, retryJob } from "../maintenance/admin.js";
+import { actOnMatching, bulkFilter, matchingJobIds, type BulkVerb } from "../maintenance/bulk.js";
+import { resolveDb, type DbLike } from "../core/connect.js";
+import { JobsDatabase } from "../core/database.js";
+import { JobError } from "../base/errors.js";
+import { flowOverview } from "../flow/flow-overview.js";
+import { listJobs } from "../reads/list.js";
+import { getJob, statusCounts } from "../reads/status.js";
+import { checkTenant } from "../base/validate.js";
 import { actOnSchedule, schedulesOverview } from "./schedules.js";
 import { CSRF_FIELD, Csrf } from "./csrf.js";
 import { methodNotAllowed, readForm, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
@@ -16,7 +16,7 @@ import { waitsOverview } from "./waits.js";
 import { latestJobs, recentActivity, relatedJobs } from "./queries.js";
 import type { Notice } from "./notices.js";
 import { renderPage } from "./render.js";
-import type { Logger } from "../logger.js";
+import type { Logger } from "../base/logger.js";
 
 export interface DashboardOptions {
   /** The queue database (from `connect()`, or a pool). */

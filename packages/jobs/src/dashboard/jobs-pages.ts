@@ -1,6 +1,6 @@
-import type { BulkFilter, BulkVerb } from "../bulk.js";
-import type { JobList } from "../list.js";
-import { JOB_STATUSES as STATUSES, type Job } from "../types.js";
+import type { BulkFilter, BulkVerb } from "../maintenance/bulk.js";
+import type { JobList } from "../reads/list.js";
+import { JOB_STATUSES as STATUSES, type Job } from "../base/types.js";
 import { html, type Html } from "./escape.js";
 import { withoutServerPaths } from "./paths.js";
 import type { RelatedJob } from "./queries.js";

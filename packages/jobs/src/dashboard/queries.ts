@@ -1,10 +1,10 @@
-import type { JobsDatabase } from "../db/database.js";
-import { columnList, decodeRow, type JobColumn } from "../job-row.js";
-import { forDialect, type PerDialect } from "../sql.js";
-import { FLOW, PLAIN } from "../fair-sources.js";
-import { JOB_STATUSES, type JobStatus } from "../types.js";
-import { waitTimes, type WaitTimes } from "../wait-times.js";
-import { recentWaits } from "../recent-starts.js";
+import type { JobsDatabase } from "../core/database.js";
+import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
+import { FLOW, PLAIN } from "../flow/fair-sources.js";
+import { JOB_STATUSES, type JobStatus } from "../base/types.js";
+import { waitTimes, type WaitTimes } from "../flow/wait-times.js";
+import { recentWaits } from "../flow/recent-starts.js";
 
 /** One row of a dashboard list: what the page shows, nothing more. */
 export interface JobSummary {

@@ -1,10 +1,10 @@
-import type { QueueStatus } from "../types.js";
+import type { QueueStatus } from "../base/types.js";
 import { chartLegend, throughputChart, waitCells } from "./chart.js";
-import type { FlowOverview } from "../flow-overview.js";
+import type { FlowOverview } from "../flow/flow-overview.js";
 import { html, shortJson, type Html } from "./escape.js";
 import { flowSections } from "./flow.js";
 import { withoutServerPaths } from "./paths.js";
-import type { ScheduleStatus } from "../schedules.js";
+import type { ScheduleStatus } from "../schedules/schedules.js";
 import { schedulesSection } from "./schedules.js";
 import { waitsSection, type WaitsOverview } from "./waits.js";
 import { NOTICE_TEXT, type Notice } from "./notices.js";

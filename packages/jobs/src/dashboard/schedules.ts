@@ -1,6 +1,6 @@
-import type { JobsDatabase } from "../db/database.js";
-import { isMissingTable } from "../flow-overview.js";
-import { listSchedules, pauseSchedule, readSchedule, resumeSchedule, triggerSchedule, type ScheduleStatus } from "../schedules.js";
+import type { JobsDatabase } from "../core/database.js";
+import { isMissingTable } from "../flow/flow-overview.js";
+import { listSchedules, pauseSchedule, readSchedule, resumeSchedule, triggerSchedule, type ScheduleStatus } from "../schedules/schedules.js";
 import { html, type Html } from "./escape.js";
 import type { Notice } from "./notices.js";
 

@@ -1,5 +1,5 @@
-import type { JobsDatabase } from "../db/database.js";
-import { isMissingTable } from "../flow-overview.js";
+import type { JobsDatabase } from "../core/database.js";
+import { isMissingTable } from "../flow/flow-overview.js";
 import { html, type Html } from "./escape.js";
 
 // The "Waiting" panel: jobs waiting on their dependencies, each with its dependencies and

@@ -1,5 +1,5 @@
 import type { DialectName } from "./executor.js";
-import { JobError } from "../errors.js";
+import { JobError } from "../base/errors.js";
 
 /** Identifiers are the only things interpolated into SQL, so they are checked, then quoted. */
 export function checkIdentifier(name: string, what: string): string {

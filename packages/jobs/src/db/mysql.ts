@@ -1,4 +1,4 @@
-import { retrying, type Backoff } from "../retry.js";
+import { retrying, type Backoff } from "../base/retry.js";
 import { loadDriver } from "./driver.js";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";

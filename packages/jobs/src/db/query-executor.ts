@@ -1,4 +1,4 @@
-import { JobError } from "../errors.js";
+import { JobError } from "../base/errors.js";
 import type { DialectName, Executor, QueryResult } from "./executor.js";
 import { toQuestionMarks } from "./placeholders.js";
 import { toSqliteValue } from "./sqlite.js";

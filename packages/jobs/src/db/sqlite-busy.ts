@@ -1,4 +1,4 @@
-import { backoffMs, delay, retrying, type Backoff } from "../retry.js";
+import { backoffMs, delay, retrying, type Backoff } from "../base/retry.js";
 
 /** How long SQLite itself waits for another connection's write lock before answering SQLITE_BUSY. */
 export const SQLITE_BUSY_TIMEOUT_MS = 5000;

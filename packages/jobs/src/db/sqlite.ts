@@ -1,12 +1,12 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { delay } from "../retry.js";
+import { delay } from "../base/retry.js";
 import { withBusyRetry } from "./sqlite-busy.js";
 import { Turns } from "./turns.js";
 import { resolve } from "node:path";
 import type { Executor, Listener, QueryResult, TransactionOptions } from "./executor.js";
 import { databaseIdentity, listenLocally, notifyLocally } from "./local-wakeups.js";
 import { toQuestionMarks } from "./placeholders.js";
-import { JobError } from "../errors.js";
+import { JobError } from "../base/errors.js";
 
 /** The parts of a better-sqlite3 Database the queue uses (typed here so no d.ts needs @types/better-sqlite3). */
 interface SqliteStatement {

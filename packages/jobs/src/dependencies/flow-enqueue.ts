@@ -1,9 +1,9 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import { JobError } from "./errors.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { JobError } from "../base/errors.js";
 import type { FlowItem, FlowPlan } from "./flow-spec.js";
-import type { NewJob } from "./new-job.js";
-import { valuesList } from "./sql.js";
+import type { NewJob } from "../enqueue/new-job.js";
+import { valuesList } from "../core/sql.js";
 
 /** Inserts checked jobs inside the caller's transaction, ids in input order (enqueue.ts's chunked insert). */
 export type InsertJobs = (tx: Executor, jobs: NewJob[]) => Promise<number[]>;

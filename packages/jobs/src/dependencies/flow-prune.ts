@@ -1,4 +1,4 @@
-import type { JobsDatabase } from "./db/database.js";
+import type { JobsDatabase } from "../core/database.js";
 
 /**
  * What pruning must keep for dependencies and batches, as conditions on the jobs table's row

@@ -1,6 +1,6 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import type { BatchSummary, DependencyInfo, Job, JobStatus } from "./types.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import type { BatchSummary, DependencyInfo, Job, JobStatus } from "../base/types.js";
 
 /**
  * Reads of dependencies and batches: what `ctx.dependencies()`, `ctx.batch()` and `getJob`

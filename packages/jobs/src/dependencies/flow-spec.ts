@@ -1,6 +1,6 @@
-import { JobError } from "./errors.js";
-import type { DependencyFailurePolicy } from "./options.js";
-import { describe } from "./validate.js";
+import { JobError } from "../base/errors.js";
+import type { DependencyFailurePolicy } from "../core/options.js";
+import { describe } from "../base/validate.js";
 
 /**
  * The dependency options of one enqueue call, checked before anything is written: `dependsOn`

@@ -1,14 +1,14 @@
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
 import { insertInTransaction } from "./enqueue.js";
-import { JobError } from "./errors.js";
-import { releaseCallback } from "./flow-release.js";
+import { JobError } from "../base/errors.js";
+import { releaseCallback } from "../dependencies/flow-release.js";
 import { isItemShaped, prepareJob, type NewJob } from "./new-job.js";
-import { DEFAULT_QUEUE, ENQUEUE_ITEM_KEYS, checkOptions, type DbLike, type EnqueueManyItem } from "./options.js";
-import { checkPayloadsFit } from "./packet.js";
-import { countEnqueued } from "./telemetry.js";
-import { checkKnownOptions, checkName, checkTenant, describe } from "./validate.js";
+import { DEFAULT_QUEUE, ENQUEUE_ITEM_KEYS, checkOptions, type DbLike, type EnqueueManyItem } from "../core/options.js";
+import { checkPayloadsFit } from "../core/packet.js";
+import { countEnqueued } from "../core/telemetry.js";
+import { checkKnownOptions, checkName, checkTenant, describe } from "../base/validate.js";
 
 /** The job that runs once every item of a batch has ended; it reads how they ended with `ctx.batch()`. */
 export interface BatchCallback {

@@ -1,11 +1,11 @@
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import { JobError } from "./errors.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { JobError } from "../base/errors.js";
 import { insertStatement } from "./insert-statement.js";
 import { findExisting, snapshotError } from "./key-conflicts.js";
-import { insertFlow, type InsertJobs } from "./flow-enqueue.js";
-import { readFlowPlan } from "./flow-spec.js";
+import { insertFlow, type InsertJobs } from "../dependencies/flow-enqueue.js";
+import { readFlowPlan } from "../dependencies/flow-spec.js";
 import { hasKey, isItemShaped, prepareJob, type InsertedRow, type NewJob } from "./new-job.js";
 import {
   DEFAULT_QUEUE,
@@ -16,15 +16,15 @@ import {
   type EnqueueManyItem,
   type EnqueueManyOptions,
   type EnqueueOptions,
-} from "./options.js";
-import { checkPayloadsFit } from "./packet.js";
-import { isSerializationFailure } from "./sql-errors.js";
-import { countEnqueued, withEnqueueSpan, type StoredTraceContext } from "./telemetry.js";
-import { forDialect, groupsBySize, runSql, type PerDialect } from "./sql.js";
-import type { PayloadOf } from "./types.js";
-import { checkName } from "./validate.js";
+} from "../core/options.js";
+import { checkPayloadsFit } from "../core/packet.js";
+import { isSerializationFailure } from "../core/sql-errors.js";
+import { countEnqueued, withEnqueueSpan, type StoredTraceContext } from "../core/telemetry.js";
+import { forDialect, groupsBySize, runSql, type PerDialect } from "../core/sql.js";
+import type { PayloadOf } from "../base/types.js";
+import { checkName } from "../base/validate.js";
 
-export type { EnqueueManyItem, EnqueueManyOptions, EnqueueOptions, JobOptions } from "./options.js";
+export type { EnqueueManyItem, EnqueueManyOptions, EnqueueOptions, JobOptions } from "../core/options.js";
 
 /** Bounded retry on the residual race: the winner can end, releasing its key, between our conflict and our re-read. */
 const MAX_ENQUEUE_ATTEMPTS = 3;

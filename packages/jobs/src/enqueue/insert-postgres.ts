@@ -1,4 +1,4 @@
-import type { JobsDatabase } from "./db/database.js";
+import type { JobsDatabase } from "../core/database.js";
 import { INSERT_COLUMNS, type NewJob } from "./new-job.js";
 
 /** A column of the PostgreSQL insert: its value in a job, its SQL type, how the row uses it. */

@@ -1,9 +1,9 @@
-import type { JobsDatabase } from "./db/database.js";
-import { refuseWarnings } from "./dialects/mysql.js";
+import type { JobsDatabase } from "../core/database.js";
+import { refuseWarnings } from "../dialects/mysql.js";
 import { pgInsert } from "./insert-postgres.js";
 import { hasKey, INSERT_COLUMNS, type InsertedRow, type NewJob } from "./new-job.js";
-import { isUniqueViolation } from "./sql-errors.js";
-import { valuesList, type PerDialect, type Script } from "./sql.js";
+import { isUniqueViolation } from "../core/sql-errors.js";
+import { valuesList, type PerDialect, type Script } from "../core/sql.js";
 
 /** Parameters per row, in NewJob's order (INSERT_COLUMNS). */
 const ROW_PARAMS = 13;

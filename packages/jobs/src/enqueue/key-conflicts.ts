@@ -1,7 +1,7 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import { JobError } from "./errors.js";
-import { isSerializationFailure } from "./sql-errors.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { JobError } from "../base/errors.js";
+import { isSerializationFailure } from "../core/sql-errors.js";
 
 /** What a keyed insert that lost needs to find, and check, the job it lost to. */
 export interface KeyedJob {

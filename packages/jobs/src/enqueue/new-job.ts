@@ -1,6 +1,6 @@
-import { JobError } from "./errors.js";
-import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, ENQUEUE_ITEM_KEYS, type JobOptions } from "./options.js";
-import { toJsonText } from "./payload.js";
+import { JobError } from "../base/errors.js";
+import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, ENQUEUE_ITEM_KEYS, type JobOptions } from "../core/options.js";
+import { toJsonText } from "../base/payload.js";
 import {
   MAX_FLOW_KEY_LENGTH,
   checkFlowKey,
@@ -11,7 +11,7 @@ import {
   checkSeconds,
   checkTenant,
   SCHEDULER_ENQUEUE,
-} from "./validate.js";
+} from "../base/validate.js";
 
 /** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;

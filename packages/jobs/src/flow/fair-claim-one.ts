@@ -1,4 +1,4 @@
-import type { JobsDatabase } from "./db/database.js";
+import type { JobsDatabase } from "../core/database.js";
 import { pgCandidates, pgGroupsWalk } from "./fair-sources.js";
 
 /**

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import { valueForId } from "./dialects/mysql.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { valueForId } from "../dialects/mysql.js";
 import { fairShare, type Candidate } from "./fair-share.js";
 import { MissingKeyRows, createKeyRows, lockKeys, type LockedKey } from "./key-locks.js";
 import { rulesFor, surveyKeys, type Survey } from "./blocked-keys.js";

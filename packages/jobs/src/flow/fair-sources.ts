@@ -1,5 +1,5 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
 import type { Candidate } from "./fair-share.js";
 
 /**

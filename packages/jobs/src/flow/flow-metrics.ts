@@ -1,8 +1,8 @@
 import type * as Otel from "@opentelemetry/api";
-import { resolveDb } from "./connect.js";
+import { resolveDb } from "../core/connect.js";
 import { listLimits } from "./limits.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
-import { otelApi } from "./telemetry.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
+import { otelApi } from "../core/telemetry.js";
 
 /**
  * Flow control as OpenTelemetry observable gauges, read from the database when the metrics SDK

@@ -1,4 +1,4 @@
-import type { JobsDatabase } from "./db/database.js";
+import type { JobsDatabase } from "../core/database.js";
 import { listGroups, type GroupStatus } from "./groups.js";
 import { listLimits, type LimitStatus } from "./limits.js";
 

@@ -1,11 +1,11 @@
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import { liveCountsBy } from "./counts.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { liveCountsBy } from "../maintenance/counts.js";
 import { checkFlowName, compareKeys } from "./limits.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
 import { recentWaits } from "./recent-starts.js";
-import { checkInteger } from "./validate.js";
+import { checkInteger } from "../base/validate.js";
 import { waitTimes } from "./wait-times.js";
 
 /** The weight of a group with no stored weight. */

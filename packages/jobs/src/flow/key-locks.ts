@@ -1,7 +1,7 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
 import type { KeyBudget } from "./fair-share.js";
-import { toDate } from "./job-row.js";
+import { toDate } from "../core/job-row.js";
 import { wholeTokens, type LimitRule } from "./limit-rules.js";
 
 /**

@@ -1,8 +1,8 @@
-import type { JobsDatabase } from "./db/database.js";
-import { liveCountsBy } from "./counts.js";
-import type { Executor } from "./db/executor.js";
+import type { JobsDatabase } from "../core/database.js";
+import { liveCountsBy } from "../maintenance/counts.js";
+import type { Executor } from "../db/executor.js";
 import { wholeTokens, type LimitRule } from "./limit-rules.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
 
 /**
  * What each concurrency key is doing now, for the operator's views (`listLimits`, status, the

@@ -1,11 +1,11 @@
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import { JobError } from "./errors.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { JobError } from "../base/errors.js";
 import { keyUsage, throttledNow } from "./limit-usage.js";
 import { isPattern, LIMIT_COLUMNS, ruleFor, toRule, type LimitRow, type RateLimit } from "./limit-rules.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
-import { forDialect, type PerDialect } from "./sql.js";
-import { MAX_FLOW_KEY_LENGTH, checkInteger, checkLength, checkKnownOptions, checkName, describe } from "./validate.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
+import { MAX_FLOW_KEY_LENGTH, checkInteger, checkLength, checkKnownOptions, checkName, describe } from "../base/validate.js";
 
 export type { RateLimit } from "./limit-rules.js";
 

@@ -1,8 +1,8 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import { sqliteFinished } from "./dialects/sqlite.js";
-import { toDate } from "./job-row.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { sqliteFinished } from "../dialects/sqlite.js";
+import { toDate } from "../core/job-row.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
 
 /** How much of recentStarts a wait sample reads and keeps. */
 export interface WaitSample {

@@ -1,9 +1,9 @@
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import { JobError } from "./errors.js";
-import { pruneFlowEdges } from "./flow-prune.js";
-import { releaseEndedIds } from "./flow-release.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { JobError } from "../base/errors.js";
+import { pruneFlowEdges } from "../dependencies/flow-prune.js";
+import { releaseEndedIds } from "../dependencies/flow-release.js";
 import {
   ADMIN_OPTION_KEYS,
   DATABASE_OPTION_KEYS,
@@ -14,13 +14,13 @@ import {
   type DatabaseOptions,
   type PruneHistoryOptions,
   type PruneOptions,
-} from "./options.js";
+} from "../core/options.js";
 import { checkHistoryDialect, dropPartitions, listPartitions, moveBatch, restoreArchived, type HistoryPartition } from "./history.js";
-import { isUniqueViolation } from "./sql-errors.js";
+import { isUniqueViolation } from "../core/sql-errors.js";
 import { DEFAULT_PRUNE_BATCH, FINISHED, MAX_PRUNE_BATCH, pruneBatch, type FinishedStatus } from "./prune-batch.js";
-import { checkInteger, checkJobId, checkSeconds, checkTenant, describe } from "./validate.js";
+import { checkInteger, checkJobId, checkSeconds, checkTenant, describe } from "../base/validate.js";
 
-export type { AdminOptions, PruneHistoryOptions, PruneOptions } from "./options.js";
+export type { AdminOptions, PruneHistoryOptions, PruneOptions } from "../core/options.js";
 export type { HistoryPartition } from "./history.js";
 
 /** Checked before anything runs: a typo'd option (`tenantId`) must not act unscoped. */

@@ -1,6 +1,6 @@
 import { cancelJob, retryJob } from "./admin.js";
-import type { JobsDatabase } from "./db/database.js";
-import { listJobs, type ListJobsOptions } from "./list.js";
+import type { JobsDatabase } from "../core/database.js";
+import { listJobs, type ListJobsOptions } from "../reads/list.js";
 
 // Retry or cancel every job a filter matches: the one path of the CLI's `retry`/`cancel`
 // with filters and the dashboard's bulk forms. The ids come from listJobs (the same filters,

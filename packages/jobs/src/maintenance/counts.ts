@@ -1,6 +1,6 @@
-import type { JobsDatabase } from "./db/database.js";
-import { forDialect, type PerDialect } from "./sql.js";
-import type { StatusCountsByState } from "./types.js";
+import type { JobsDatabase } from "../core/database.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
+import type { StatusCountsByState } from "../base/types.js";
 
 /** One (queue, status) count as the counting query returns it. */
 export interface CountRow {

@@ -1,6 +1,6 @@
-import type { JobsDatabase } from "./db/database.js";
-import { latestVersion, schemaVersion } from "./migrate.js";
-import { dbNow } from "./sql.js";
+import type { JobsDatabase } from "../core/database.js";
+import { latestVersion, schemaVersion } from "../migrations/migrate.js";
+import { dbNow } from "../core/sql.js";
 
 /**
  * The read-only checks behind `forge-jobs doctor`. Each says what it found; wording it and

@@ -1,8 +1,8 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import { qualified, quoteIdent } from "./db/identifiers.js";
-import { JobError } from "./errors.js";
-import { keptForFlows } from "./flow-prune.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { qualified, quoteIdent } from "../db/identifiers.js";
+import { JobError } from "../base/errors.js";
+import { keptForFlows } from "../dependencies/flow-prune.js";
 import type { FinishedStatus } from "./prune-batch.js";
 
 /**

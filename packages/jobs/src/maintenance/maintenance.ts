@@ -1,15 +1,15 @@
 import { prune, pruneHistory } from "./admin.js";
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import { JobError } from "./errors.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { JobError } from "../base/errors.js";
 import { checkHistoryDialect } from "./history.js";
-import type { Logger } from "./logger.js";
-import { checkOptions, type DbLike } from "./options.js";
+import type { Logger } from "../base/logger.js";
+import { checkOptions, type DbLike } from "../core/options.js";
 import { reclaim } from "./reclaim.js";
-import { schedule, unschedule, type ScheduleChange } from "./schedules.js";
-import type { JobHandler } from "./types.js";
+import { schedule, unschedule, type ScheduleChange } from "../schedules/schedules.js";
+import type { JobHandler } from "../base/types.js";
 import { MAX_PRUNE_BATCH } from "./prune-batch.js";
-import { checkInteger, checkKnownOptions, checkSeconds, describe } from "./validate.js";
+import { checkInteger, checkKnownOptions, checkSeconds, describe } from "../base/validate.js";
 
 /** The tasks (and schedule names) of the queue's own maintenance; every worker handles them. */
 export const PRUNE_TASK = "forge-jobs:prune";

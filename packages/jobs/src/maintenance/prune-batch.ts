@@ -1,7 +1,7 @@
-import type { JobsDatabase } from "./db/database.js";
-import { sqliteFinished } from "./dialects/sqlite.js";
-import { keptForFlows } from "./flow-prune.js";
-import { forDialect, type PerDialect } from "./sql.js";
+import type { JobsDatabase } from "../core/database.js";
+import { sqliteFinished } from "../dialects/sqlite.js";
+import { keptForFlows } from "../dependencies/flow-prune.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
 
 /** The finished states, the only ones prune deletes. */
 export const FINISHED = ["done", "failed", "cancelled"] as const;

@@ -1,13 +1,13 @@
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import { lockUpdateRead } from "./dialects/lock-update-read.js";
-import { releaseEndedIds } from "./flow-release.js";
-import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
-import { RECLAIM_OPTION_KEYS, checkOptions, type ReclaimOptions } from "./options.js";
-import type { ReclaimedJob } from "./types.js";
-import { checkName, checkSeconds } from "./validate.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { lockUpdateRead } from "../core/lock-update-read.js";
+import { releaseEndedIds } from "../dependencies/flow-release.js";
+import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
+import { RECLAIM_OPTION_KEYS, checkOptions, type ReclaimOptions } from "../core/options.js";
+import type { ReclaimedJob } from "../base/types.js";
+import { checkName, checkSeconds } from "../base/validate.js";
 
-export type { ReclaimOptions } from "./options.js";
+export type { ReclaimOptions } from "../core/options.js";
 
 /** A lost worker gave no verdict, and the message must say so, unlike a handler's exception. */
 export const WORKER_LOST_PREFIX = "worker lost without a verdict";

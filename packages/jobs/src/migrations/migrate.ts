@@ -1,15 +1,15 @@
-import { resolveDb } from "./connect.js";
-import { MIGRATIONS_TABLE, TABLE_NAME, type JobsDatabase } from "./db/database.js";
-import { SQLITE_NOW } from "./dialects/sqlite.js";
-import { JobError } from "./errors.js";
-import type { DialectName, Executor } from "./db/executor.js";
-import { checkIdentifier, qualified, quoteIdent } from "./db/identifiers.js";
-import { onOneConnection } from "./db/mysql.js";
-import { mysqlMigrations } from "./migrations/mysql.js";
-import { postgresMigrations } from "./migrations/postgres.js";
-import { sqliteMigrations } from "./migrations/sqlite.js";
-import type { Migration, SchemaNames } from "./migrations/types.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
+import { resolveDb } from "../core/connect.js";
+import { MIGRATIONS_TABLE, TABLE_NAME, type JobsDatabase } from "../core/database.js";
+import { SQLITE_NOW } from "../dialects/sqlite.js";
+import { JobError } from "../base/errors.js";
+import type { DialectName, Executor } from "../db/executor.js";
+import { checkIdentifier, qualified, quoteIdent } from "../db/identifiers.js";
+import { onOneConnection } from "../db/mysql.js";
+import { mysqlMigrations } from "./mysql.js";
+import { postgresMigrations } from "./postgres.js";
+import { sqliteMigrations } from "./sqlite.js";
+import type { Migration, SchemaNames } from "./types.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
 
 const MIGRATIONS: Record<DialectName, Migration[]> = {
   postgres: postgresMigrations,

@@ -1,10 +1,10 @@
-import { resolveDb } from "./connect.js";
-import type { DbLike } from "./options.js";
-import { JobError } from "./errors.js";
-import { columnList, decodeRow, type JobColumn } from "./job-row.js";
-import { checkOptions } from "./options.js";
-import { JOB_STATUSES as STATUSES, type JobStatus } from "./types.js";
-import { checkInteger, checkJobId, checkName, checkSeconds, checkTenant, describe } from "./validate.js";
+import { resolveDb } from "../core/connect.js";
+import type { DbLike } from "../core/options.js";
+import { JobError } from "../base/errors.js";
+import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
+import { checkOptions } from "../core/options.js";
+import { JOB_STATUSES as STATUSES, type JobStatus } from "../base/types.js";
+import { checkInteger, checkJobId, checkName, checkSeconds, checkTenant, describe } from "../base/validate.js";
 
 /** The jobs `listJobs` returns: any of these filters, all of them applying. */
 export interface ListJobsOptions {

@@ -1,8 +1,8 @@
 import type * as Otel from "@opentelemetry/api";
-import { resolveDb } from "./connect.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
+import { resolveDb } from "../core/connect.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
 import { statusCounts } from "./status.js";
-import { otelApi } from "./telemetry.js";
+import { otelApi } from "../core/telemetry.js";
 
 /**
  * Queue depth as OpenTelemetry observable gauges, read from the database when the metrics SDK

@@ -1,13 +1,13 @@
-import { resolveDb } from "./connect.js";
-import { countsQuery, pendingRows, type CountRow } from "./counts.js";
-import { columnList, JOB_COLUMNS, toJob } from "./job-row.js";
-import { withEdges } from "./flow-reads.js";
-import { readArchived } from "./history.js";
-import type { Job, QueueStatus } from "./types.js";
-import { DEFAULT_QUEUE, QUEUE_READ_OPTION_KEYS, READ_OPTION_KEYS, checkOptions, type QueueReadOptions, type ReadOptions } from "./options.js";
-import { checkJobId, checkName, checkTenant } from "./validate.js";
+import { resolveDb } from "../core/connect.js";
+import { countsQuery, pendingRows, type CountRow } from "../maintenance/counts.js";
+import { columnList, JOB_COLUMNS, toJob } from "../core/job-row.js";
+import { withEdges } from "../dependencies/flow-reads.js";
+import { readArchived } from "../maintenance/history.js";
+import type { Job, QueueStatus } from "../base/types.js";
+import { DEFAULT_QUEUE, QUEUE_READ_OPTION_KEYS, READ_OPTION_KEYS, checkOptions, type QueueReadOptions, type ReadOptions } from "../core/options.js";
+import { checkJobId, checkName, checkTenant } from "../base/validate.js";
 
-export type { ReadOptions } from "./options.js";
+export type { ReadOptions } from "../core/options.js";
 
 /** Said in every read's error: what leaving the tenant out does. */
 const EVERY_TENANT = "every tenant's jobs";

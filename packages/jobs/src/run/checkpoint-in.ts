@@ -1,11 +1,11 @@
-import { JobAbortedError } from "./abort.js";
+import { JobAbortedError } from "../base/abort.js";
 import { saveProgressSql } from "./checkpoint.js";
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import { JobError } from "./errors.js";
-import type { DbLike } from "./options.js";
-import { toJsonText } from "./payload.js";
-import type { JobContext } from "./types.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { JobError } from "../base/errors.js";
+import type { DbLike } from "../core/options.js";
+import { toJsonText } from "../base/payload.js";
+import type { JobContext } from "../base/types.js";
 
 /** What a run's context needs for a checkpoint written in someone else's transaction. */
 interface RunScope {

@@ -1,6 +1,6 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Executor } from "./db/executor.js";
-import { toJsonText } from "./payload.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { toJsonText } from "../base/payload.js";
 
 /** One text on every backend, the clock being the dialect's. A NULL `$3` keeps the saved progress. */
 export function saveProgressSql(db: JobsDatabase): string {

@@ -1,12 +1,12 @@
-import type { JobsDatabase } from "./db/database.js";
+import type { JobsDatabase } from "../core/database.js";
 import { randomUUID } from "node:crypto";
-import type { Dialect } from "./dialects/dialect.js";
-import { lockUpdateRead } from "./dialects/lock-update-read.js";
-import { valueForId } from "./dialects/mysql.js";
-import { fairClaim } from "./fair-claim.js";
-import { claimInOneStatement } from "./fair-claim-one.js";
-import { columnList, decodeRow, type JobColumn } from "./job-row.js";
-import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
+import type { Dialect } from "../dialects/dialect.js";
+import { lockUpdateRead } from "../core/lock-update-read.js";
+import { valueForId } from "../dialects/mysql.js";
+import { fairClaim } from "../flow/fair-claim.js";
+import { claimInOneStatement } from "../flow/fair-claim-one.js";
+import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
+import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
 
 /** A job this worker holds: every write about it is fenced by `token`. */
 export interface ClaimedJob {

@@ -1,13 +1,13 @@
-import type { JobsDatabase } from "./db/database.js";
-import { lockOwnRuns, lockUpdateRead } from "./dialects/lock-update-read.js";
-import { valueForId } from "./dialects/mysql.js";
-import type { Executor } from "./db/executor.js";
-import { errorMessage } from "./errors.js";
+import type { JobsDatabase } from "../core/database.js";
+import { lockOwnRuns, lockUpdateRead } from "../core/lock-update-read.js";
+import { valueForId } from "../dialects/mysql.js";
+import type { Executor } from "../db/executor.js";
+import { errorMessage } from "../base/errors.js";
 import { failJob } from "./fail.js";
-import { releaseAfterEnd, type EndedJob } from "./flow-release.js";
-import { quotedBytes, statementBudget } from "./packet.js";
-import { refusedForItsValues } from "./refusals.js";
-import { forDialect, groupsBySize, runSql, type PerDialect, type Script } from "./sql.js";
+import { releaseAfterEnd, type EndedJob } from "../dependencies/flow-release.js";
+import { quotedBytes, statementBudget } from "../core/packet.js";
+import { refusedForItsValues } from "../core/refusals.js";
+import { forDialect, groupsBySize, runSql, type PerDialect, type Script } from "../core/sql.js";
 
 /** One finished run, reported with the token it was claimed under. */
 export interface Completion {

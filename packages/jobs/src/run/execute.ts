@@ -1,19 +1,19 @@
 import type { ClaimedJob } from "./claim.js";
-import { loseJob, type RunAbort } from "./abort.js";
+import { loseJob, type RunAbort } from "../base/abort.js";
 import { saveCheckpoint } from "./checkpoint.js";
 import { registerRun } from "./checkpoint-in.js";
-import type { JobsDatabase } from "./db/database.js";
-import { isPermanent } from "./errors.js";
+import type { JobsDatabase } from "../core/database.js";
+import { isPermanent } from "../base/errors.js";
 import { extendLeases } from "./lease.js";
-import { mayOverflowStatement, overStatementBudget } from "./packet.js";
-import { toJsonText } from "./payload.js";
-import type { DependencyInfo, Handlers, JobContext, JobHandler, JobInfo } from "./types.js";
+import { mayOverflowStatement, overStatementBudget } from "../core/packet.js";
+import { toJsonText } from "../base/payload.js";
+import type { DependencyInfo, Handlers, JobContext, JobHandler, JobInfo } from "../base/types.js";
 import type { RunDeps, RunOutcome } from "./settle.js";
-import { maintenanceHandler } from "./maintenance.js";
-import { scheduledAtOf } from "./schedule-rows.js";
-import { readBatchSummary, readDependencies } from "./flow-reads.js";
+import { maintenanceHandler } from "../maintenance/maintenance.js";
+import { scheduledAtOf } from "../schedules/schedule-rows.js";
+import { readBatchSummary, readDependencies } from "../dependencies/flow-reads.js";
 import { isReturnedSnooze, snoozeRequest } from "./snooze.js";
-import { withExecutionSpan } from "./telemetry.js";
+import { withExecutionSpan } from "../core/telemetry.js";
 
 export function jobInfo(job: ClaimedJob): JobInfo {
   return { id: job.id, task: job.task, queue: job.queue, attempt: job.attempt, maxAttempts: job.maxAttempts, tenant: job.tenant, createdAt: job.createdAt };

@@ -1,5 +1,5 @@
-import type { JobsDatabase } from "./db/database.js";
-import { releaseEndedIds } from "./flow-release.js";
+import type { JobsDatabase } from "../core/database.js";
+import { releaseEndedIds } from "../dependencies/flow-release.js";
 
 export type FailureOutcome =
   /** Back to pending, to run again after `delay` seconds. */

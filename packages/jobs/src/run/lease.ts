@@ -1,10 +1,10 @@
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import { HEARTBEAT_OPTION_KEYS, checkLease, checkOptions, type HeartbeatOptions } from "./options.js";
-import { lockUpdateRead } from "./dialects/lock-update-read.js";
-import { forDialect, runOverClaims, runSql, type PerDialect, type Script } from "./sql.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { HEARTBEAT_OPTION_KEYS, checkLease, checkOptions, type HeartbeatOptions } from "../core/options.js";
+import { lockUpdateRead } from "../core/lock-update-read.js";
+import { forDialect, runOverClaims, runSql, type PerDialect, type Script } from "../core/sql.js";
 
-export { DEFAULT_LEASE_SECONDS } from "./options.js";
+export { DEFAULT_LEASE_SECONDS } from "../core/options.js";
 
 /**
  * Extensions sent per lease while a job is held: a lease survives two lost or late ones

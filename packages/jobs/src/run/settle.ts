@@ -1,13 +1,13 @@
-import { retryDelaySeconds } from "./backoff.js";
+import { retryDelaySeconds } from "../base/backoff.js";
 import type { ClaimedJob } from "./claim.js";
 import type { Completion } from "./complete.js";
-import type { JobsDatabase } from "./db/database.js";
-import { errorMessage } from "./errors.js";
-import type { WorkerEmitter } from "./events.js";
+import type { JobsDatabase } from "../core/database.js";
+import { errorMessage } from "../base/errors.js";
+import type { WorkerEmitter } from "../core/events.js";
 import { failJob, readSnoozes, type FailureOutcome } from "./fail.js";
-import { silentLogger, type Logger } from "./logger.js";
-import { refusedForItsValues } from "./refusals.js";
-import type { JobInfo } from "./types.js";
+import { silentLogger, type Logger } from "../base/logger.js";
+import { refusedForItsValues } from "../core/refusals.js";
+import type { JobInfo } from "../base/types.js";
 
 /** What one run of a handler came to, before anything is written. */
 export type RunOutcome =

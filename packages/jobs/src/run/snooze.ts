@@ -1,5 +1,5 @@
 import { types } from "node:util";
-import { JobError } from "./errors.js";
+import { JobError } from "../base/errors.js";
 
 /**
  * The longest snooze applied, in seconds (7 days): a longer delay is shortened to this. Past

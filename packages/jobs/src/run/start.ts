@@ -1,7 +1,7 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { OrderedSender, QueryResult } from "./db/executor.js";
-import { lockOwnRuns, lockUpdateRead } from "./dialects/lock-update-read.js";
-import { forDialect, runSql, type PerDialect, type Script } from "./sql.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { OrderedSender, QueryResult } from "../db/executor.js";
+import { lockOwnRuns, lockUpdateRead } from "../core/lock-update-read.js";
+import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
 
 /**
  * The rule of the worker's buffer: a claim counts an attempt only for the jobs that start at

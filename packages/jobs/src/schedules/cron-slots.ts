@@ -1,5 +1,5 @@
 import { Cron } from "croner";
-import { JobError } from "./errors.js";
+import { JobError } from "../base/errors.js";
 
 /**
  * A schedule's slots as instants. croner parses the expression (five or six fields, nicknames)

@@ -1,11 +1,11 @@
-import type { JobsDatabase } from "./db/database.js";
+import type { JobsDatabase } from "../core/database.js";
 import { checkHasSlots, checkTimezone, cronSlots } from "./cron-slots.js";
-import { JobError } from "./errors.js";
-import type { Logger } from "./logger.js";
-import { DEFAULT_QUEUE, type DatabaseOptions, type DbLike } from "./options.js";
-import { toJsonText } from "./payload.js";
+import { JobError } from "../base/errors.js";
+import type { Logger } from "../base/logger.js";
+import { DEFAULT_QUEUE, type DatabaseOptions, type DbLike } from "../core/options.js";
+import { toJsonText } from "../base/payload.js";
 import type { ScheduleDefinition } from "./schedule-rows.js";
-import { MAX_FLOW_KEY_LENGTH, checkInteger, checkLength, checkName, checkTenant, describe } from "./validate.js";
+import { MAX_FLOW_KEY_LENGTH, checkInteger, checkLength, checkName, checkTenant, describe } from "../base/validate.js";
 
 // What a schedule is made of, and the checks of a declaration (schedules.ts stores it).
 

@@ -1,6 +1,6 @@
-import type { JobsDatabase } from "./db/database.js";
-import { toDate } from "./job-row.js";
-import { SCHEDULER_ENQUEUE } from "./validate.js";
+import type { JobsDatabase } from "../core/database.js";
+import { toDate } from "../core/job-row.js";
+import { SCHEDULER_ENQUEUE } from "../base/validate.js";
 
 /** What a `schedule` call defines; the stored `definition` is this, as canonical JSON. */
 export interface ScheduleDefinition {

@@ -1,9 +1,9 @@
 import { cronSlots, type CronSlots } from "./cron-slots.js";
-import { JobsDatabase } from "./db/database.js";
-import { isMissingTable } from "./flow-overview.js";
-import { enqueue } from "./enqueue.js";
-import { silentLogger, type Logger } from "./logger.js";
-import type { PerDialect } from "./sql.js";
+import { JobsDatabase } from "../core/database.js";
+import { isMissingTable } from "../flow/flow-overview.js";
+import { enqueue } from "../enqueue/enqueue.js";
+import { silentLogger, type Logger } from "../base/logger.js";
+import type { PerDialect } from "../core/sql.js";
 import { SCHEDULE_COLUMNS, databaseNow, decodeSchedule, scheduledRun, slotKey, timestampParam, type ScheduleRow } from "./schedule-rows.js";
 
 /**

@@ -1,12 +1,12 @@
-import { resolveDb } from "./connect.js";
-import { releaseEndedIds } from "./flow-release.js";
+import { resolveDb } from "../core/connect.js";
+import { releaseEndedIds } from "../dependencies/flow-release.js";
 import { cronSlots } from "./cron-slots.js";
-import type { JobsDatabase } from "./db/database.js";
-import { enqueue } from "./enqueue.js";
-import { JobError } from "./errors.js";
-import { silentLogger, type Logger } from "./logger.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "./options.js";
-import { toJsonText } from "./payload.js";
+import type { JobsDatabase } from "../core/database.js";
+import { enqueue } from "../enqueue/enqueue.js";
+import { JobError } from "../base/errors.js";
+import { silentLogger, type Logger } from "../base/logger.js";
+import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
+import { toJsonText } from "../base/payload.js";
 import {
   SCHEDULE_COLUMNS,
   databaseNow,
@@ -32,7 +32,7 @@ import {
   type ScheduleStatus,
   type SyncSchedulesOptions,
 } from "./schedule-definition.js";
-import { checkKnownOptions, describe } from "./validate.js";
+import { checkKnownOptions, describe } from "../base/validate.js";
 
 export {
   DEFAULT_CATCH_UP_LIMIT,

@@ -1,4 +1,4 @@
-import { BATCH_BACKOFF, backoffMs, delay, type Backoff } from "./retry.js";
+import { BATCH_BACKOFF, backoffMs, delay, type Backoff } from "../base/retry.js";
 
 /** Items a flush writes at most, in one statement. */
 export const MAX_BATCH = 1000;

@@ -1,10 +1,10 @@
-import type { ClaimedJob } from "./claim.js";
-import type { JobsDatabase } from "./db/database.js";
-import type { WorkerEmitter } from "./events.js";
-import { jobInfo } from "./execute.js";
-import { OUTAGE_BACKOFF, backoffMs } from "./retry.js";
-import { sendStarts } from "./start.js";
-import type { OrderedSender } from "./db/executor.js";
+import type { ClaimedJob } from "../run/claim.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { WorkerEmitter } from "../core/events.js";
+import { jobInfo } from "../run/execute.js";
+import { OUTAGE_BACKOFF, backoffMs } from "../base/retry.js";
+import { sendStarts } from "../run/start.js";
+import type { OrderedSender } from "../db/executor.js";
 
 /**
  * Start writes in flight at once: a slot freed while one is under way need not wait for it to

@@ -1,7 +1,7 @@
-import { claimJobs, type ClaimResult } from "./claim.js";
-import type { JobsDatabase } from "./db/database.js";
+import { claimJobs, type ClaimResult } from "../run/claim.js";
+import type { JobsDatabase } from "../core/database.js";
 import { PrefetchSizer } from "./prefetch.js";
-import { ServedGroups } from "./served.js";
+import { ServedGroups } from "../flow/served.js";
 
 /**
  * What a worker's next claim asks for, and what its last one said about the queues: plain

@@ -1,4 +1,4 @@
-import { MAX_AUTO_PREFETCH } from "./options.js";
+import { MAX_AUTO_PREFETCH } from "../core/options.js";
 
 /** Claim round trips the buffer should cover at full speed. */
 const ROUND_TRIPS_COVERED = 2;

@@ -1,22 +1,22 @@
-import { claimJobs } from "./claim.js";
-import { ServedGroups } from "./served.js";
-import { RunAbort, loseJob } from "./abort.js";
-import { completeRuns } from "./complete.js";
-import { resolveDb } from "./connect.js";
-import { WorkerEmitter } from "./events.js";
-import type { JobsDatabase } from "./db/database.js";
-import { jobInfo, runHandler } from "./execute.js";
-import { DEFAULT_LEASE_SECONDS, EXTENSIONS_PER_LEASE, extendLeases } from "./lease.js";
-import { silentLogger } from "./logger.js";
-import type { Handlers } from "./types.js";
-import { DEFAULT_QUEUE, DRAIN_OPTION_KEYS, PROCESS_OPTION_KEYS, checkLease, checkOptions, type DrainOptions, type ProcessOptions } from "./options.js";
-import { checkInteger, checkName } from "./validate.js";
+import { claimJobs } from "../run/claim.js";
+import { ServedGroups } from "../flow/served.js";
+import { RunAbort, loseJob } from "../base/abort.js";
+import { completeRuns } from "../run/complete.js";
+import { resolveDb } from "../core/connect.js";
+import { WorkerEmitter } from "../core/events.js";
+import type { JobsDatabase } from "../core/database.js";
+import { jobInfo, runHandler } from "../run/execute.js";
+import { DEFAULT_LEASE_SECONDS, EXTENSIONS_PER_LEASE, extendLeases } from "../run/lease.js";
+import { silentLogger } from "../base/logger.js";
+import type { Handlers } from "../base/types.js";
+import { DEFAULT_QUEUE, DRAIN_OPTION_KEYS, PROCESS_OPTION_KEYS, checkLease, checkOptions, type DrainOptions, type ProcessOptions } from "../core/options.js";
+import { checkInteger, checkName } from "../base/validate.js";
 import { randomUUID } from "node:crypto";
-import { settle, type RunDeps, type RunOutcome, type SettleWrites } from "./settle.js";
-import { instrumentEmitter } from "./telemetry.js";
-import { timerMs } from "./timers.js";
+import { settle, type RunDeps, type RunOutcome, type SettleWrites } from "../run/settle.js";
+import { instrumentEmitter } from "../core/telemetry.js";
+import { timerMs } from "../base/timers.js";
 
-export type { DrainOptions, ProcessOptions } from "./options.js";
+export type { DrainOptions, ProcessOptions } from "../core/options.js";
 
 function depsFrom(options: ProcessOptions): { deps: RunDeps; queue: string } {
   const emitter = new WorkerEmitter(options.events);

@@ -1,9 +1,9 @@
-import { RunAbort, loseJob } from "./abort.js";
-import type { ClaimedJob } from "./claim.js";
+import { RunAbort, loseJob } from "../base/abort.js";
+import type { ClaimedJob } from "../run/claim.js";
 import type { ClaimPlan } from "./claim-plan.js";
-import { jobInfo, runHandler } from "./execute.js";
-import { settle, type RunDeps, type SettleWrites } from "./settle.js";
-import type { Handlers, JobInfo } from "./types.js";
+import { jobInfo, runHandler } from "../run/execute.js";
+import { settle, type RunDeps, type SettleWrites } from "../run/settle.js";
+import type { Handlers, JobInfo } from "../base/types.js";
 
 /** One handler run, from its start until the write of its outcome. */
 export interface Run {

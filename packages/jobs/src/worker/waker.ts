@@ -1,4 +1,4 @@
-import { timerMs } from "./timers.js";
+import { timerMs } from "../base/timers.js";
 
 /**
  * The claim loop's sleep: it waits for a duration or until `wake()`. A wake-up that comes

@@ -1,6 +1,6 @@
-import type { JobsDatabase } from "./db/database.js";
-import type { Listener } from "./db/executor.js";
-import { backoffMs, type Backoff } from "./retry.js";
+import type { JobsDatabase } from "../core/database.js";
+import type { Listener } from "../db/executor.js";
+import { backoffMs, type Backoff } from "../base/retry.js";
 
 /** Re-subscribing after a lost LISTEN connection: polling covers the gap, so no hurry past 30 s. */
 const RESUBSCRIBE_BACKOFF: Backoff = { firstMs: 100, maxMs: 30_000 };

@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { resolveDb } from "./connect.js";
-import type { JobsDatabase } from "./db/database.js";
-import { JobError } from "./errors.js";
-import { silentLogger, type Logger } from "./logger.js";
-import { WORKER_DEFAULTS, WORKER_OPTION_KEYS, checkLease, checkOptions, type WorkerOptions } from "./options.js";
-import { checkInteger, checkName, checkSeconds } from "./validate.js";
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { JobError } from "../base/errors.js";
+import { silentLogger, type Logger } from "../base/logger.js";
+import { WORKER_DEFAULTS, WORKER_OPTION_KEYS, checkLease, checkOptions, type WorkerOptions } from "../core/options.js";
+import { checkInteger, checkName, checkSeconds } from "../base/validate.js";
 
-export type { WorkerOptions } from "./options.js";
+export type { WorkerOptions } from "../core/options.js";
 
 /** WorkerOptions checked once, with their defaults, in the units the worker uses. */
 export interface WorkerSettings {

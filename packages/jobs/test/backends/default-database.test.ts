@@ -29,7 +29,7 @@ describe("the default database", () => {
 
   it("says once, through the first logger that asks, which default database it opened", async () => {
     vi.resetModules(); // a fresh module: no default database opened yet in this process
-    const { resolveDb, closeDefaultDatabase } = await import("../../src/connect.js");
+    const { resolveDb, closeDefaultDatabase } = await import("../../src/core/connect.js");
     const saved = process.env.DATABASE_URL;
     process.env.DATABASE_URL = "sqlite::memory:";
     const lines: [object, string | undefined][] = [];

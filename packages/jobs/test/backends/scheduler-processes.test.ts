@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { schedule } from "../../src/index.js";
-import { timestampParam } from "../../src/schedule-rows.js";
+import { timestampParam } from "../../src/schedules/schedule-rows.js";
 import { backends, type TestDatabase } from "../helpers/backends.js";
 
 const run = promisify(execFile);

@@ -7,7 +7,7 @@ import { createDashboard } from "../../src/dashboard/index.js";
 import { escapeHtml } from "../../src/dashboard/escape.js";
 import { formatAge, progressBar } from "../../src/dashboard/render.js";
 import { recentActivity } from "../../src/dashboard/queries.js";
-import { formatDuration, waitTimes } from "../../src/wait-times.js";
+import { formatDuration, waitTimes } from "../../src/flow/wait-times.js";
 import { mysql as mysqlDialect } from "../../src/dialects/mysql.js";
 import { sqlite as sqliteDialect } from "../../src/dialects/sqlite.js";
 import { backends, deferred, waitFor, type Backend, type TestDatabase } from "../helpers/backends.js";

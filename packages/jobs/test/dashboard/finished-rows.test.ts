@@ -8,7 +8,7 @@ import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDashboard } from "../../src/dashboard/index.js";
 import { latestJobs } from "../../src/dashboard/queries.js";
-import { flowOverview } from "../../src/flow-overview.js";
+import { flowOverview } from "../../src/flow/flow-overview.js";
 import { enqueue, setGroupWeight, setLimit, statusCounts } from "../../src/index.js";
 import type { Executor } from "../../src/db/executor.js";
 import { backends, type TestDatabase } from "../helpers/backends.js";

@@ -5,8 +5,8 @@
 // The in-process property test (flow-property.test.ts) covers the same rules by simulation;
 // here the holders are child processes that really die, stall and race.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimJobs, type ClaimedJob } from "../../src/claim.js";
-import { completeRuns } from "../../src/complete.js";
+import { claimJobs, type ClaimedJob } from "../../src/run/claim.js";
+import { completeRuns } from "../../src/run/complete.js";
 import { createWorker, enqueueMany, getJob, reclaim, setLimit, type Job } from "../../src/index.js";
 import { backends, uniqueName, waitFor, type TestDatabase } from "../helpers/backends.js";
 import type { WorkerConfig } from "./fixtures/worker.js";

@@ -5,9 +5,9 @@
 // lower limit until its runs end, never climb), and in the end every job ends.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { claimJobs, type ClaimedJob } from "../../src/claim.js";
-import { completeRuns } from "../../src/complete.js";
-import { failJob } from "../../src/fail.js";
+import { claimJobs, type ClaimedJob } from "../../src/run/claim.js";
+import { completeRuns } from "../../src/run/complete.js";
+import { failJob } from "../../src/run/fail.js";
 import { enqueueMany, reclaim } from "../../src/index.js";
 import { backends, uniqueName, type TestDatabase } from "../helpers/backends.js";
 

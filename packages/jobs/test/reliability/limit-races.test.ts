@@ -3,8 +3,8 @@
 // counted under its row lock (key-locks.ts); counted from an older snapshot, or without the
 // lock, each claimer would fill the key's slots anew.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { completeRuns } from "../../src/complete.js";
-import { claimJobs, type ClaimedJob } from "../../src/claim.js";
+import { completeRuns } from "../../src/run/complete.js";
+import { claimJobs, type ClaimedJob } from "../../src/run/claim.js";
 import { connect, enqueueMany, setLimit, type JobsDatabase } from "../../src/index.js";
 import { backends, uniqueName, type TestDatabase } from "../helpers/backends.js";
 import { count } from "./helpers/queue.js";

@@ -3,7 +3,7 @@
 // five processes — or five connections — at the same instant.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueue, enqueueMany, getJob, processOne, reclaim, type JobsDatabase } from "../../src/index.js";
-import { claimJobs } from "../../src/claim.js";
+import { claimJobs } from "../../src/run/claim.js";
 import { backends, deferred, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { Child, fixture, killAll } from "./helpers/children.js";
 import { count, jobRows } from "./helpers/queue.js";

@@ -11,8 +11,8 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWorker, enqueue, enqueueMany, getJob, JobsDatabase, reclaim, WORKER_LOST_PREFIX, type JobContext, type Worker } from "../../src/index.js";
-import { claimJobs } from "../../src/claim.js";
-import { completeRuns } from "../../src/complete.js";
+import { claimJobs } from "../../src/run/claim.js";
+import { completeRuns } from "../../src/run/complete.js";
 import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { keyText, serialColumn } from "./helpers/dialect.js";
 import { claimedBy, completedBy, enqueued, finalJobs, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";

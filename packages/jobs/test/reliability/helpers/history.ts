@@ -1,4 +1,4 @@
-import type { ClaimedJob } from "../../../src/claim.js";
+import type { ClaimedJob } from "../../../src/run/claim.js";
 import type { Handlers, JobContext, ReclaimedJob, WorkerEventHandlers } from "../../../src/index.js";
 import type { Child } from "./children.js";
 
