@@ -73,7 +73,7 @@ const SKIPPED_DIRS = new Set(["node_modules", "dist", "test", "tests", "__tests_
 const TEST_FILE = /\.(test|spec)\.[cm]?[jt]sx?$/;
 
 /** A source folder's files, tests and build output left out. */
-function sourceFiles(dir: string): string[] {
+export function sourceFiles(dir: string): string[] {
   const files: string[] = [];
   for (const entry of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
     const full = path.join(dir, entry.name);
@@ -114,7 +114,7 @@ function scriptKind(file: string): ts.ScriptKind {
 }
 
 /** The relative references of one file that land on another file of the tree. */
-function fileEdges(file: string, known: Set<string>): ImportEdge[] {
+export function fileEdges(file: string, known: Set<string>): ImportEdge[] {
   const kind = scriptKind(file);
   const source = ts.createSourceFile(file, fs.readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true, kind);
   const edges: ImportEdge[] = [];

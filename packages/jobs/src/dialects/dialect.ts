@@ -1,4 +1,4 @@
-import type { DialectName } from "../db/executor.js";
+import type { DialectName, Executor } from "../db/executor.js";
 
 /**
  * What differs between backends beyond the driver: the SQL fragments the operation files build
@@ -32,6 +32,32 @@ export interface Dialect {
   epochMs(column: string): string;
   /** A JSON column's value as the driver hands it back, decoded. */
   readJson(value: unknown): unknown;
+  /**
+   * The predicate of a finished row (done, failed or cancelled) for a row `alias`, spelled as the
+   * finished index's own predicate: a query reads a partial index only if its WHERE repeats it.
+   */
+  finished(alias?: string): string;
+  /** What only MariaDB's own statements use (their entries of the per-backend maps); null elsewhere. */
+  readonly mariadb: MariadbOnly | null;
+}
+
+/** MariaDB's part of the dialect: what its lack of UPDATE … RETURNING / … FROM a list asks for. */
+export interface MariadbOnly {
+  /**
+   * Each row's own value of a list, in one UPDATE of many rows: the value at the position of the
+   * row's id in `ids` (`ids` holding the ids, `values` the values, in the same order).
+   */
+  valueForId(ids: string, values: string): string;
+  /**
+   * After an INSERT IGNORE that skipped `duplicates` rows: fails when there were other warnings
+   * (a value out of range, a NULL for NOT NULL — which IGNORE would have stored "adjusted").
+   */
+  refuseWarnings(tx: Executor, duplicates: number): Promise<void>;
+}
+
+/** `status IN (…)` of the finished states, where the finished index's predicate is spelled that way. */
+export function finishedIn(alias = ""): string {
+  return `${alias ? `${alias}.` : ""}status IN ('done', 'failed', 'cancelled')`;
 }
 
 /** A JSON column the driver hands back as text (SQLite, MariaDB) or bytes. */

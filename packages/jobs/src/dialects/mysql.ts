@@ -1,5 +1,5 @@
 import type { Executor } from "../db/executor.js";
-import { parseJsonText, type Dialect } from "./dialect.js";
+import { finishedIn, parseJsonText, type Dialect, type MariadbOnly } from "./dialect.js";
 
 /** The database clock: UTC whatever the session's time_zone, so a pool we did not configure reads and writes the same instants. */
 const MYSQL_NOW = "UTC_TIMESTAMP(6)";
@@ -23,24 +23,18 @@ export const mysql: Dialect = {
   isoTimestamp: (column) => `CONCAT(DATE_FORMAT(${column}, '%Y-%m-%dT%H:%i:%s.'), LPAD(FLOOR(MICROSECOND(${column}) / 1000), 3, '0'), 'Z')`,
   epochMs: (column) => column,
   readJson: parseJsonText,
+  finished: finishedIn,
+  mariadb: { valueForId, refuseWarnings } satisfies MariadbOnly,
 };
 
-/**
- * MariaDB: each row's own value of a list, in one UPDATE of many rows: the value at the
- * position of the row's id in `ids` (`$1` holding the ids, `$2` the values, in the same order).
- */
-export function valueForId(ids: string, values: string): string {
+function valueForId(ids: string, values: string): string {
   return `ELT(FIELD(id, ${ids}), ${values})`;
 }
 
 /** ER_DUP_ENTRY: the one warning INSERT IGNORE may leave behind (a row skipped for its key). */
 const DUPLICATE_ENTRY = 1062;
 
-/**
- * After an INSERT IGNORE that skipped `duplicates` rows: fails when there were other warnings
- * (a value out of range, a NULL for NOT NULL — which IGNORE would have stored "adjusted").
- */
-export async function refuseWarnings(tx: Executor, duplicates: number): Promise<void> {
+async function refuseWarnings(tx: Executor, duplicates: number): Promise<void> {
   const { rows } = await tx.query<{ n: number | string }>("SELECT @@warning_count AS n");
   if (Number(rows[0]?.n ?? 0) <= duplicates) return;
   const warnings = (await tx.query<{ Code: number | string; Message: string }>("SHOW WARNINGS")).rows;

@@ -1,4 +1,4 @@
-import type { Dialect } from "./dialect.js";
+import { finishedIn, type Dialect } from "./dialect.js";
 
 export const postgres: Dialect = {
   name: "postgres",
@@ -15,4 +15,6 @@ export const postgres: Dialect = {
   epochMs: (column) => `(extract(epoch FROM ${column}) * 1000)::float8`,
   // pg parses jsonb itself: a JSON string arrives as a JS string and must not be parsed again.
   readJson: (value) => value ?? null,
+  finished: finishedIn,
+  mariadb: null,
 };

@@ -1,7 +1,7 @@
 import { parseJsonText, type Dialect } from "./dialect.js";
 
 /** The database clock in epoch milliseconds. julianday('now') works on every SQLite ≥ 3.35 (unixepoch('subsec') needs 3.42). */
-export const SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+const SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
 /**
  * The predicate of SQLite's jobs_finished partial index (migration 12), for a row `alias`:
@@ -9,7 +9,7 @@ export const SQLITE_NOW = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.
  * tests a row against an index predicate (each claimed and each completed job). A query reads
  * the index only if its WHERE repeats this predicate.
  */
-export function sqliteFinished(alias = ""): string {
+function sqliteFinished(alias = ""): string {
   const status = alias ? `${alias}.status` : "status";
   return `(${status} = 'done' OR ${status} = 'failed' OR ${status} = 'cancelled')`;
 }
@@ -34,4 +34,6 @@ export const sqlite: Dialect = {
   isoTimestamp: (column) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${column} / 1000.0, 'unixepoch')`,
   epochMs: (column) => column,
   readJson: parseJsonText,
+  finished: sqliteFinished,
+  mariadb: null,
 };

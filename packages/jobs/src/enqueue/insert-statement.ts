@@ -1,5 +1,4 @@
 import type { JobsDatabase } from "../core/database.js";
-import { refuseWarnings } from "../dialects/mysql.js";
 import { pgInsert } from "./insert-postgres.js";
 import { hasKey, INSERT_COLUMNS, type InsertedRow, type NewJob } from "./new-job.js";
 import { isUniqueViolation } from "../core/sql-errors.js";
@@ -37,7 +36,7 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number, mayConflict: bool
          RETURNING id, idempotency_key, dedup_key`,
               params,
             );
-            await refuseWarnings(tx, rows - inserted.rows.length);
+            await db.sql.mariadb!.refuseWarnings(tx, rows - inserted.rows.length);
             return inserted;
           }),
 };

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
-import { valueForId } from "../dialects/mysql.js";
 import { fairShare, type Candidate } from "./fair-share.js";
 import { MissingKeyRows, createKeyRows, lockKeys, type LockedKey } from "./key-locks.js";
 import { rulesFor, surveyKeys, type Survey } from "./blocked-keys.js";
@@ -96,7 +95,7 @@ async function claimChosen<R extends object>(
   request: FairClaimRequest,
   answer: string,
 ): Promise<R[]> {
-  const token = db.sql.newToken ?? valueForId("$1", "$4");
+  const token = db.sql.newToken ?? db.sql.mariadb!.valueForId("$1", "$4");
   const starting = db.sql.newToken ? "$4" : "$5";
   const startsNow = `${db.sql.inList("id", starting)}`;
   const set = `status = 'running', claim_token = ${token},

@@ -1,6 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
-import { sqliteFinished } from "../dialects/sqlite.js";
 import { toDate } from "../core/job-row.js";
 import { forDialect, type PerDialect } from "../core/sql.js";
 
@@ -81,7 +80,7 @@ export function recentStarts(db: JobsDatabase, key: "queue" | "group_key", since
  */
 const ENDED: PerDialect<(db: JobsDatabase, since: string, n: number) => string> = {
   postgres: (db, since, n) => latestEnded(db, ["status IN ('done', 'failed', 'cancelled')"], since, n),
-  sqlite: (db, since, n) => latestEnded(db, [sqliteFinished()], since, n),
+  sqlite: (db, since, n) => latestEnded(db, [db.sql.finished()], since, n),
   mysql: (db, since, n) => latestEnded(db, ["status = 'done'", "status = 'failed'", "status = 'cancelled'"], since, n),
 };
 

@@ -1,5 +1,4 @@
 import type { JobsDatabase } from "../core/database.js";
-import { sqliteFinished } from "../dialects/sqlite.js";
 import { keptForFlows } from "../dependencies/flow-prune.js";
 import { forDialect, type PerDialect } from "../core/sql.js";
 
@@ -36,12 +35,12 @@ const BATCH: PerDialect<(db: JobsDatabase, statuses: readonly FinishedStatus[]) 
       SELECT j.id FROM ${db.table} AS j
       WHERE j.status IN (${literals(statuses)}) AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${kept(db, "j")}
       ORDER BY j.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED))`,
-  // The index's own predicate first (sqliteFinished): SQLite reads jobs_finished only for a
+  // The index's own predicate first (db.sql.finished): SQLite reads jobs_finished only for a
   // WHERE that repeats it, which a subset of the statuses does not.
   sqlite: (db, statuses) => `
     DELETE FROM ${db.table} WHERE id IN (
       SELECT j.id FROM ${db.table} AS j
-      WHERE ${sqliteFinished("j")} AND j.status IN (${literals(statuses)}) AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${kept(db, "j")}
+      WHERE ${db.sql.finished("j")} AND j.status IN (${literals(statuses)}) AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${kept(db, "j")}
       ORDER BY j.finished_at LIMIT $2)`,
   // MariaDB cannot read the table a DELETE deletes from in a subquery: the ids are picked
   // first (per status, a range of (status, finished_at) read in order: no sort of every

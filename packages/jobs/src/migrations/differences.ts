@@ -131,7 +131,7 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
     object: "index jobs_finished",
     is: "(finished_at) WHERE status = 'done' OR status = 'failed' OR status = 'cancelled'",
     reason:
-      "the same rows, the predicate spelled as comparisons: SQLite tests each row a claim or a completion changes against it by filling a temporary B-tree for an IN list of three values (dialects/sqlite.ts, sqliteFinished)",
+      "the same rows, the predicate spelled as comparisons: SQLite tests each row a claim or a completion changes against it by filling a temporary B-tree for an IN list of three values (dialects/sqlite.ts, finished)",
   },
   {
     dialect: "sqlite",

@@ -1,6 +1,6 @@
 import { resolveDb } from "../core/connect.js";
 import { MIGRATIONS_TABLE, TABLE_NAME, type JobsDatabase } from "../core/database.js";
-import { SQLITE_NOW } from "../dialects/sqlite.js";
+import { dialectFor } from "../dialects/index.js";
 import { JobError } from "../base/errors.js";
 import type { DialectName, Executor } from "../db/executor.js";
 import { checkIdentifier, qualified, quoteIdent } from "../db/identifiers.js";
@@ -81,7 +81,7 @@ export function dialectMigrationSql(dialect: DialectName, options: { schema?: st
 /** Records a version, once: the file may be applied after migrate() did it. Names are [a-z_]. */
 const RECORD_VERSION: Record<DialectName, (t: string, m: Migration) => string> = {
   postgres: (t, m) => `INSERT INTO ${t} (version, name) VALUES (${m.version}, '${m.name}') ON CONFLICT (version) DO NOTHING`,
-  sqlite: (t, m) => `INSERT OR IGNORE INTO ${t} (version, name, applied_at) VALUES (${m.version}, '${m.name}', ${SQLITE_NOW})`,
+  sqlite: (t, m) => `INSERT OR IGNORE INTO ${t} (version, name, applied_at) VALUES (${m.version}, '${m.name}', ${dialectFor("sqlite").now})`,
   mysql: (t, m) => `INSERT IGNORE INTO ${t} (version, name) VALUES (${m.version}, '${m.name}')`,
 };
 

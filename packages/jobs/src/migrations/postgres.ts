@@ -222,7 +222,7 @@ export const postgresMigrations: Migration[] = [
   {
     version: 13,
     name: "finished_index_without_in_list",
-    // SQLite spells jobs_finished's predicate as comparisons (dialects/sqlite.ts, sqliteFinished);
+    // SQLite spells jobs_finished's predicate as comparisons (dialects/sqlite.ts, finished);
     // nothing to change here. Recorded all the same, like SQLite's version 8.
     statements: () => [],
   },

@@ -1,4 +1,6 @@
-import { SQLITE_NOW } from "../dialects/sqlite.js";
+import { dialectFor } from "../dialects/index.js";
+
+const SQLITE_NOW = dialectFor("sqlite").now;
 import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration, type SchemaNames } from "./types.js";
 
 /** The triggers that keep jobs_counts (migration 7), as migration 11 replaces them. */

@@ -1,4 +1,7 @@
-import { SQLITE_NOW, sqliteFinished } from "../dialects/sqlite.js";
+import { dialectFor } from "../dialects/index.js";
+
+const SQLITE = dialectFor("sqlite");
+const SQLITE_NOW = SQLITE.now;
 import { countsWithoutInLists, finishedCounts, finishedMinutes } from "./sqlite-counts.js";
 import type { Migration } from "./types.js";
 
@@ -242,11 +245,11 @@ export const sqliteMigrations: Migration[] = [
   {
     version: 13,
     name: "finished_index_without_in_list",
-    // jobs_finished's predicate as comparisons (see sqliteFinished): a claim and a completion
+    // jobs_finished's predicate as comparisons (see the sqlite dialect's finished): a claim and a completion
     // tested each row they changed against `status IN ('done', 'failed', 'cancelled')` twice.
     statements: ({ table, index }) => [
       `DROP INDEX IF EXISTS ${index("jobs_finished")}`,
-      `CREATE INDEX ${index("jobs_finished")} ON ${table.slice(table.lastIndexOf(".") + 1)} (finished_at) WHERE ${sqliteFinished()}`,
+      `CREATE INDEX ${index("jobs_finished")} ON ${table.slice(table.lastIndexOf(".") + 1)} (finished_at) WHERE ${SQLITE.finished()}`,
     ],
   },
 ];

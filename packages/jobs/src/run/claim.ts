@@ -2,7 +2,6 @@ import type { JobsDatabase } from "../core/database.js";
 import { randomUUID } from "node:crypto";
 import type { Dialect } from "../dialects/dialect.js";
 import { lockUpdateRead } from "../core/lock-update-read.js";
-import { valueForId } from "../dialects/mysql.js";
 import { fairClaim } from "../flow/fair-claim.js";
 import { claimInOneStatement } from "../flow/fair-claim-one.js";
 import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
@@ -179,7 +178,7 @@ const CLAIM: PerDialect<(db: JobsDatabase, queues: readonly string[]) => ClaimSt
         set: (kept) => {
           const starting = kept.slice(0, Number(start)).map((k) => k.id);
           return {
-            set: `status = 'running', claim_token = ${valueForId("$1", "$2")},
+            set: `status = 'running', claim_token = ${db.sql.mariadb!.valueForId("$1", "$2")},
                   attempts = CASE WHEN id IN ($5) THEN attempts + 1 ELSE attempts END,
                   started_at = CASE WHEN id IN ($5) THEN ${db.sql.now} END,
                   locked_until = ${db.sql.nowPlus("$3")}, heartbeat_at = ${db.sql.now}, locked_by = $4, updated_at = ${db.sql.now}`,

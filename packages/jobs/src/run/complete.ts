@@ -1,6 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
 import { lockOwnRuns, lockUpdateRead } from "../core/lock-update-read.js";
-import { valueForId } from "../dialects/mysql.js";
 import type { Executor } from "../db/executor.js";
 import { errorMessage } from "../base/errors.js";
 import { failJob } from "./fail.js";
@@ -80,7 +79,7 @@ const COMPLETE: PerDialect<(db: JobsDatabase, flow: boolean) => string | Script<
             ["has_dependents", "batch_id"],
           ),
         set: (kept) => ({
-          set: `status = 'done', result = ${valueForId("$1", "$2")}, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL`,
+          set: `status = 'done', result = ${db.sql.mariadb!.valueForId("$1", "$2")}, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL`,
           params: [kept.map((k) => k.result)],
         }),
         answer: (kept): CompletedRow[] => kept.map(({ id, claim_token, has_dependents, batch_id }) => ({ id, claim_token, has_dependents, batch_id })),

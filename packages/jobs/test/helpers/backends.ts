@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { connect, migrate, type JobsDatabase } from "../../src/index.js";
 import { toQuestionMarks } from "../../src/db/placeholders.js";
 import type { SqliteDatabase } from "../../src/db/sqlite.js";
-import { SQLITE_NOW } from "../../src/dialects/sqlite.js";
+import { sqlite as sqliteDialect } from "../../src/dialects/sqlite.js";
 
 export const PG_URL = process.env.FORGE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 /**
@@ -145,7 +145,7 @@ const sqlite: Backend = {
       db,
       url,
       schema: undefined,
-      now: async () => new Date((await db.executor.query<{ now: number }>(`SELECT ${SQLITE_NOW} AS now`)).rows[0]!.now),
+      now: async () => new Date((await db.executor.query<{ now: number }>(`SELECT ${sqliteDialect.now} AS now`)).rows[0]!.now),
       sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
       withTransaction: async (fn, outcome) => {
         // The application's own connection to the same file, with its own transaction.
