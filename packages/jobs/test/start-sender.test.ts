@@ -10,7 +10,7 @@ import { claimJobs, type ClaimedJob } from "../src/run/claim.js";
 import type { OrderedSender, QueryResult } from "../src/db/executor.js";
 import { WorkerEmitter } from "../src/core/events.js";
 import { createWorker, enqueueMany } from "../src/index.js";
-import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
+import { backends, deferred, uniqueName, type TestDatabase } from "./helpers/backends.js";
 
 /** A connection that died unnoticed: the write leaves, its answer is a connection error. */
 function deadSender(quietForMs: number): OrderedSender & { sends: number } {
@@ -46,21 +46,23 @@ describe.each(backends().filter((b) => b.name === "postgres"))("held jobs and th
     return jobs;
   }
 
-  function bufferOver(sender: OrderedSender): { buffer: WorkerBuffer; ran: ClaimedJob[]; errors: unknown[] } {
+  /** `settled`: the buffer's first wake-up, which it sends once the start write has run its course (ran, or failed and requeued). */
+  function bufferOver(sender: OrderedSender): { buffer: WorkerBuffer; ran: ClaimedJob[]; errors: unknown[]; settled: Promise<void> } {
     const executor = Object.create(t.db.executor) as typeof t.db.executor;
     executor.orderedSender = () => sender;
     const db = Object.create(t.db) as typeof t.db;
     Object.defineProperty(db, "executor", { value: executor });
     const ran: ClaimedJob[] = [];
     const errors: unknown[] = [];
-    const buffer = new WorkerBuffer({ db, lease: 30, emitter: new WorkerEmitter(), onError: (e) => errors.push(e), wake: () => undefined });
-    return { buffer, ran, errors };
+    const woken = deferred();
+    const buffer = new WorkerBuffer({ db, lease: 30, emitter: new WorkerEmitter(), onError: (e) => errors.push(e), wake: () => woken.resolve() });
+    return { buffer, ran, errors, settled: woken.promise };
   }
 
   it("on a connection silent for a while, waits for the start write's answer: a dead connection runs nothing and the jobs stay held", async () => {
     const jobs = await heldJobs(3);
     const sender = deadSender(60_000);
-    const { buffer, ran, errors } = bufferOver(sender);
+    const { buffer, ran, errors, settled } = bufferOver(sender);
     for (const job of jobs) buffer.push(job);
     buffer.startInto(
       3,
@@ -68,7 +70,7 @@ describe.each(backends().filter((b) => b.name === "postgres"))("held jobs and th
       () => undefined,
       () => false,
     );
-    await new Promise((r) => setTimeout(r, 100));
+    await settled;
     expect(sender.sends).toBe(1);
     expect(ran).toEqual([]);
     expect(errors).toHaveLength(1);
@@ -77,7 +79,7 @@ describe.each(backends().filter((b) => b.name === "postgres"))("held jobs and th
 
   it("on a connection that answered a moment ago, runs the handlers as soon as the write has left", async () => {
     const jobs = await heldJobs(2);
-    const { buffer, ran } = bufferOver(deadSender(10));
+    const { buffer, ran, settled } = bufferOver(deadSender(10));
     for (const job of jobs) buffer.push(job);
     buffer.startInto(
       2,
@@ -85,7 +87,7 @@ describe.each(backends().filter((b) => b.name === "postgres"))("held jobs and th
       () => undefined,
       () => false,
     );
-    await new Promise((r) => setTimeout(r, 100));
+    await settled;
     expect(ran.map((j) => j.id)).toEqual(jobs.map((j) => j.id));
   });
 
