@@ -384,8 +384,8 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     const done = await enqueue("p", null, { db: t.db, queue: "prune" });
     const pending = await enqueue("p", null, { db: t.db, queue: "prune", availableIn: 600 });
     await processOne({ p: () => undefined }, { db: t.db, queue: "prune" });
-    await t.sql("UPDATE {jobs} SET finished_at = created_at WHERE id = $1", [done]);
-    await new Promise((r) => setTimeout(r, 20));
+    // Finished two hours ago by the database clock, rather than waiting for its clock to move past `0s`.
+    await t.sql(`UPDATE {jobs} SET finished_at = ${TWO_HOURS_AGO[backend.name]} WHERE id = $1`, [done]);
     const result = await cli(["prune", "--older-than", "0s", ...common]);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/deleted [1-9]\d* finished job/);
@@ -398,8 +398,7 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     for (let i = 0; i < 3; i++) ids.push(await enqueue("p", null, { db: t.db, queue: "prune-status" }));
     for (let i = 0; i < 3; i++) await processOne({ p: () => undefined }, { db: t.db, queue: "prune-status" });
     await t.sql("UPDATE {jobs} SET status = 'failed' WHERE id = $1", [ids[2]]);
-    await t.sql("UPDATE {jobs} SET finished_at = created_at WHERE queue = 'prune-status'");
-    await new Promise((r) => setTimeout(r, 20));
+    await t.sql(`UPDATE {jobs} SET finished_at = ${TWO_HOURS_AGO[backend.name]} WHERE queue = 'prune-status'`);
     expect((await cli(["prune", "--older-than", "0s", "--batch-size", "0", ...common])).code).toBe(2);
     const result = await cli(["prune", "--older-than", "0s", "--status", "done,cancelled", "--batch-size", "1", ...common]);
     expect(result.code).toBe(0);

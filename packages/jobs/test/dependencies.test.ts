@@ -355,13 +355,13 @@ describe.each(backends())("dependencies ($name)", (backend) => {
     const b = await enqueue("b", null, { db: t.db, queue });
     const waiting = await enqueue("c", null, { db: t.db, queue: "prune-later", dependsOn: [a, b] });
     await processOne({ a: () => "kept" }, { db: t.db, queue });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Finished a minute ago by the database clock: old enough for `olderThan: 0` without waiting for the clock to move.
+    await t.sql(`UPDATE {jobs} SET finished_at = ${t.db.sql.nowPlus("60", "-")} WHERE id = $1`, [a]);
     await prune({ olderThan: 0, db: t.db });
     expect(await status(a)).toBe("done");
     await processOne({ b: () => 1 }, { db: t.db, queue });
     await drain({ c: async (_p: unknown, ctx: JobContext) => (await ctx.dependencies()).map((d) => d.result) }, { db: t.db, queue: "prune-later" });
     expect(await getJob(waiting, { db: t.db })).toMatchObject({ status: "done", result: ["kept", 1] });
-    await new Promise((resolve) => setTimeout(resolve, 20));
     await prune({ olderThan: 0, db: t.db });
     expect(await getJob(a, { db: t.db })).toBeNull();
   });
