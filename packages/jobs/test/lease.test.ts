@@ -150,6 +150,8 @@ describe.each(backends())("leases, reclaim and fencing ($name)", (backend) => {
     const worker = createWorker(
       {
         long: async (_p, ctx: JobContext) => {
+          // Time-based on purpose: the handler must outlive its lease three times over (what the
+          // test is about), while the sweeps every 50 ms find nothing to take.
           const until = Date.now() + 1500;
           while (Date.now() < until) {
             // Another process sweeping all the while must not take the job.

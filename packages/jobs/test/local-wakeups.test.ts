@@ -60,6 +60,8 @@ describe.each(backends().filter((b) => b.name !== "postgres"))("wake-ups inside 
     try {
       await enqueue("later", null, { db: t.db, queue: "wake", availableIn: 3600 });
       await enqueue("ping", null, { db: elsewhere.db, queue: "wake" });
+      // A bounded observation window, time-based on purpose: it proves an absence (no run), and
+      // there is no signal for a run that does not happen.
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(seen).toEqual([]);
     } finally {

@@ -25,6 +25,8 @@ describe.skipIf(!postgres)("a start write whose connection fails", () => {
       const write = sendStarts(t.db, sender, [{ id: 1, token: "00000000-0000-4000-8000-000000000000" }], 30);
       // A fresh lease reads only `sent`; after a stall only `owned`: here, `owned` alone.
       await expect(write.owned).rejects.toThrow();
+      // A bounded observation window, time-based on purpose: it proves an absence (no unhandled
+      // rejection of `sent`); awaiting `sent` would itself handle it.
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(unhandled).toEqual([]);
     } finally {

@@ -126,6 +126,8 @@ describe.each(backends())("the worker ($name)", (backend) => {
     const running = runWorker({ quick: () => void ran++ }, { db, queue, concurrency: 8, prefetch: 8, signal: ac.signal });
     try {
       await waitFor("1,000 handlers run", async () => ran >= 1_000, 30_000);
+      // A bounded observation window, time-based on purpose: it proves an absence (no claims past
+      // the bound while the successes wait), and a claim that does not happen sends no signal.
       await new Promise((r) => setTimeout(r, 1_500));
       // At most the bound of unwritten successes, plus the slots and the buffer filled by the last claim.
       expect(ran).toBeLessThanOrEqual(1_000 + 8 + 8);
@@ -163,6 +165,8 @@ describe.each(backends())("the worker ($name)", (backend) => {
     const running = worker.run();
     await idle.promise;
     const before = statements;
+    // A bounded observation window, time-based on purpose: it proves an absence (statements an
+    // idle worker does not send), and there is no signal for those.
     await new Promise((r) => setTimeout(r, 500));
     ac.abort();
     await running;
@@ -179,6 +183,8 @@ describe.each(backends())("the worker ($name)", (backend) => {
     const running = runWorker({}, { db: t.db, queue: "starting", signal: stop.signal });
     setImmediate(() => stop.abort());
     await running;
+    // A bounded observation window, time-based on purpose: it proves an absence (a leaked
+    // connection would finish opening and LISTEN after the worker returned), with no signal.
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(await listening()).toBe(0);
   });

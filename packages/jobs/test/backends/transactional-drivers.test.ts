@@ -109,12 +109,14 @@ describe.skipIf(!sqlite)("transactional enqueue inside the application's better-
       app.exec("BEGIN");
       await enqueue("ship", { name: "rolled back" }, { db: app, queue: "shared" });
       // Twenty polls and the local wake-up: time enough for a worker that claims inside the transaction to run it.
+      // A bounded observation window, time-based on purpose: it proves an absence (no run), with no signal.
       await sleep(200);
       expect(ran).toEqual([]);
       app.exec("ROLLBACK");
 
       app.exec("BEGIN");
       const committed = await enqueue("ship", { name: "committed" }, { db: app, queue: "shared" });
+      // The same observation window, before the COMMIT.
       await sleep(200);
       expect(ran).toEqual([]);
       app.exec("COMMIT");

@@ -104,7 +104,8 @@ describe.each(served)("a FATAL in the same chunk as a new connection's ReadyForQ
       for (const call of [() => statusCounts({ db }), () => reclaim({ db }), () => db.executor.transaction((tx) => tx.query("SELECT 1"))]) {
         await expect(call()).rejects.toThrow(/administrator command|not queryable|terminated/);
       }
-      // Let any late 'error' emission surface before looking.
+      // Let any late 'error' emission surface before looking: a bounded observation window,
+      // time-based on purpose, since it proves an absence (no crash), which sends no signal.
       await new Promise((resolve) => setTimeout(resolve, 50));
     } finally {
       process.off("uncaughtException", onUncaught);
