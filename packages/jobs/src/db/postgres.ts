@@ -210,26 +210,43 @@ function pgClientConfig(url: string): pg.ClientConfig {
 /**
  * A client that runs PLAN_EACH_RUN before it is handed out: the pool's `connect` event could
  * only queue it beside the caller's first statement, which pg reports as a deprecated
- * concurrent query (on stderr, where the CLI's output goes).
+ * concurrent query (on stderr, where the CLI's output goes). A server that ends the connection
+ * meanwhile (a FATAL right after its ReadyForQuery, as on a restart) fails the connect with its
+ * error: the pool hands the caller that error, and the client's 'error' event, emitted before
+ * anyone could listen, is heard here rather than crashing the process.
  */
 class PlanEachRunClient extends pg.Client {
   override connect(): Promise<pg.Client>;
   override connect(callback: ((err: Error) => void) | ((err: null, client: pg.Client) => void)): void;
   override connect(callback?: ((err: Error) => void) | ((err: null, client: pg.Client) => void)): Promise<pg.Client> | void {
-    // A server without the setting (before PostgreSQL 12) refuses it: plans are then its own choice.
-    const ready = super.connect().then(() =>
-      this.query(PLAN_EACH_RUN).then(
-        () => this,
-        () => this,
-      ),
-    );
+    // Listening from the start: the FATAL can come in the same chunk as ReadyForQuery, emitted
+    // before any continuation of connect() runs.
+    const heard = () => undefined;
+    this.on("error", heard);
+    const ready = super
+      .connect()
+      .then(() => this.planEachRun())
+      .finally(() => this.off("error", heard));
     if (!callback) return ready;
     ready.then(
       (client) => (callback as (err: null, client: pg.Client) => void)(null, client),
       (error: Error) => (callback as (err: Error) => void)(error),
     );
   }
+
+  private async planEachRun(): Promise<pg.Client> {
+    try {
+      await this.query(PLAN_EACH_RUN);
+    } catch (error) {
+      // Before PostgreSQL 12 the setting does not exist: plans are then the server's choice.
+      if ((error as { code?: unknown }).code !== UNDEFINED_SETTING) throw error;
+    }
+    return this;
+  }
 }
+
+/** SQLSTATE undefined_object: `SET` of a setting the server does not have. */
+const UNDEFINED_SETTING = "42704";
 
 /** `prepared`: the pool's connections plan each run (PLAN_EACH_RUN), so it may name its statements (see PgMode). */
 export function createPgPool(url: string, max = 10, prepared = false): pg.Pool {
