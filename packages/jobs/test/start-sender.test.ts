@@ -1,14 +1,14 @@
-// The buffer runs held jobs as soon as their start write has left (the write counts their
+// Buffered runs start as soon as their start write has left (the write counts their
 // attempts; its answer is checked after), but only on a connection heard from lately. A
 // failover test caught the gap: the start-write connection had died with the old primary
 // unnoticed, the first write after the failover "left" into it, the handlers ran, and their
 // attempts were never counted (jobs ended done with 0 attempts). PostgreSQL only: the other
 // backends have no pipelined sender.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WorkerBuffer } from "../src/worker/buffer.js";
+import { newRun, type Run } from "../src/worker/run.js";
+import { StartWrites } from "../src/worker/start-writes.js";
 import { claimJobs, type ClaimedJob } from "../src/run/claim.js";
 import type { OrderedSender, QueryResult } from "../src/db/executor.js";
-import { WorkerEmitter } from "../src/core/events.js";
 import { createWorker, enqueueMany } from "../src/index.js";
 import { backends, deferred, uniqueName, type TestDatabase } from "./helpers/backends.js";
 
@@ -46,47 +46,46 @@ describe.each(backends().filter((b) => b.name === "postgres"))("held jobs and th
     return jobs;
   }
 
-  /** `settled`: the buffer's first wake-up, which it sends once the start write has run its course (ran, or failed and requeued). */
-  function bufferOver(sender: OrderedSender): { buffer: WorkerBuffer; ran: ClaimedJob[]; errors: unknown[]; settled: Promise<void> } {
+  /**
+   * Start writes over `sender` for buffered runs of `jobs`. `settled`: the first time the writes
+   * say the claim loop may act, once the start write has run its course (ran, or failed and requeued).
+   */
+  function startsOver(sender: OrderedSender, jobs: ClaimedJob[]): { ran: ClaimedJob[]; requeued: Run[]; errors: unknown[]; settled: Promise<void> } {
     const executor = Object.create(t.db.executor) as typeof t.db.executor;
     executor.orderedSender = () => sender;
     const db = Object.create(t.db) as typeof t.db;
     Object.defineProperty(db, "executor", { value: executor });
     const ran: ClaimedJob[] = [];
+    const requeued: Run[] = [];
     const errors: unknown[] = [];
     const woken = deferred();
-    const buffer = new WorkerBuffer({ db, lease: 30, emitter: new WorkerEmitter(), onError: (e) => errors.push(e), wake: () => woken.resolve() });
-    return { buffer, ran, errors, settled: woken.promise };
+    const runs = jobs.map((job) => ({ ...newRun(job, "buffered"), state: "starting" as const }));
+    new StartWrites(db, 30).send(runs, {
+      run: (run) => ran.push(run.job),
+      fenced: () => undefined,
+      lost: () => undefined,
+      requeue: (back) => requeued.push(...back),
+      stopping: () => false,
+      settled: () => woken.resolve(),
+      onError: (e) => errors.push(e),
+    });
+    return { ran, requeued, errors, settled: woken.promise };
   }
 
   it("on a connection silent for a while, waits for the start write's answer: a dead connection runs nothing and the jobs stay held", async () => {
     const jobs = await heldJobs(3);
     const sender = deadSender(60_000);
-    const { buffer, ran, errors, settled } = bufferOver(sender);
-    for (const job of jobs) buffer.push(job);
-    buffer.startInto(
-      3,
-      (job) => ran.push(job),
-      () => undefined,
-      () => false,
-    );
+    const { ran, requeued, errors, settled } = startsOver(sender, jobs);
     await settled;
     expect(sender.sends).toBe(1);
     expect(ran).toEqual([]);
     expect(errors).toHaveLength(1);
-    expect(buffer.waiting).toBe(3); // back in the buffer, unstarted, for the next write
+    expect(requeued.map((r) => r.job.id)).toEqual(jobs.map((j) => j.id)); // buffered again, unstarted, for the next write
   });
 
   it("on a connection that answered a moment ago, runs the handlers as soon as the write has left", async () => {
     const jobs = await heldJobs(2);
-    const { buffer, ran, settled } = bufferOver(deadSender(10));
-    for (const job of jobs) buffer.push(job);
-    buffer.startInto(
-      2,
-      (job) => ran.push(job),
-      () => undefined,
-      () => false,
-    );
+    const { ran, settled } = startsOver(deadSender(10), jobs);
     await settled;
     expect(ran.map((j) => j.id)).toEqual(jobs.map((j) => j.id));
   });

@@ -1,20 +1,11 @@
-import { RunAbort, loseJob } from "../base/abort.js";
+import { loseJob } from "../base/abort.js";
+import type { Handlers } from "../base/types.js";
 import type { ClaimedJob } from "../run/claim.js";
-import type { ClaimPlan } from "./claim-plan.js";
-import { jobInfo, runHandler } from "../run/execute.js";
+import { runHandler } from "../run/execute.js";
 import { settle, type RunDeps, type SettleWrites } from "../run/settle.js";
-import type { Handlers, JobInfo } from "../base/types.js";
-
-/** One handler run, from its start until the write of its outcome. */
-export interface Run {
-  job: ClaimedJob;
-  info: JobInfo;
-  abort: RunAbort;
-  startedAt: number;
-  /** Its start write's answer: the write that ends the run waits for it. */
-  answered: Promise<unknown>;
-  done: Promise<void>;
-}
+import type { ClaimPlan } from "./claim-plan.js";
+import { moveRun, newRun, type Run, type RunState } from "./run.js";
+import { StartWrites, type StartAnswers } from "./start-writes.js";
 
 export interface RunsOptions {
   /** What a run reads and writes through (the worker's). */
@@ -22,8 +13,8 @@ export interface RunsOptions {
   handlers: Handlers;
   writes: SettleWrites;
   plan: ClaimPlan;
-  /** A handler returned: its slot is free. */
-  slotFreed(): void;
+  /** A slot may be free (a handler returned, a start write landed): the claim loop may have something to do. */
+  slotsMayBeFree(): void;
   /** A write that ended a run landed where that makes jobs claimable (fair mode, a snooze): claim again now. */
   mayHaveWork(): void;
   /** A success left the completion batch (written, or given up): room for another (see Worker's loop). */
@@ -32,67 +23,170 @@ export interface RunsOptions {
 }
 
 /**
- * A worker's runs: the handlers running (each holds a slot), and, until its outcome is written,
- * every run whose handler has returned. `completing` holds the runs whose success waits in the
- * completion batch: their leases are still extended until the batch lands. Touched only on the
- * worker's event loop (see Worker).
+ * A worker's runs, each one record with one state (run.ts holds the state machine), from its
+ * claim to the write of its verdict: the one owner of a run's life. The worker keeps the claim
+ * loop and the lease keeper, and asks this for what they need. Touched only on the worker's
+ * event loop (see Worker).
  */
 export class WorkerRuns {
-  private readonly running = new Map<string, Run>();
-  private readonly completing = new Map<string, number>();
-  /** Every run until its outcome is written (a run leaves `running` when its handler returns). */
+  private readonly runs = new Map<string, Run>();
+  /** The buffered runs in claim order: the buffered state's queue, not a second owner. */
+  private readonly buffered: Run[] = [];
+  private readonly count: Record<RunState, number> = { buffered: 0, starting: 0, running: 0, settling: 0 };
+  private unwrittenCount = 0;
+  /** Every run until its verdict is written. */
   private readonly finishing = new Set<Promise<void>>();
+  private readonly starts: StartWrites;
 
-  constructor(private readonly o: RunsOptions) {}
-
-  /** Handlers running: the slots taken. */
-  get size(): number {
-    return this.running.size;
+  constructor(private readonly o: RunsOptions) {
+    this.starts = new StartWrites(o.run.db, o.run.lease);
   }
 
-  get(token: string): Run | undefined {
-    return this.running.get(token);
+  /** Handlers running: the slots taken. */
+  get running(): number {
+    return this.count.running;
+  }
+
+  /** Runs held and not running: buffered, or being started. */
+  get held(): number {
+    return this.count.buffered + this.count.starting;
+  }
+
+  /** Buffered runs, waiting for a slot. */
+  get waiting(): number {
+    return this.count.buffered;
   }
 
   /** Successes waiting in the completion batch. */
   get unwritten(): number {
-    return this.completing.size;
+    return this.unwrittenCount;
+  }
+
+  /** A claimed job: running at once when the claim counted its attempt (and `run`), else buffered. */
+  claimed(job: ClaimedJob, run: boolean): void {
+    if (job.started && run) {
+      const record = this.add(newRun(job, "running"));
+      this.begin(record, Promise.resolve());
+    } else {
+      this.buffered.push(this.add(newRun(job, "buffered")));
+    }
+  }
+
+  /** buffered → starting for up to `idle` free slots, in one start write; running when it answers. */
+  startInto(idle: number, stopping: () => boolean): void {
+    const free = idle - this.count.starting;
+    if (free <= 0 || this.buffered.length === 0 || !this.starts.open) return;
+    const runs = this.buffered.splice(0, free);
+    for (const run of runs) this.move(run, "starting");
+    this.starts.send(runs, this.answers(stopping));
+  }
+
+  /** Every claim whose lease the keeper extends: buffered, running, and successes not yet written. */
+  claims(): { id: number; token: string }[] {
+    const claims: { id: number; token: string }[] = [];
+    for (const run of this.runs.values()) {
+      if (run.state === "buffered" || run.state === "running" || run.unwritten) claims.push({ id: run.job.id, token: run.job.token });
+    }
+    return claims;
+  }
+
+  /** The lease keeper renewed every claim held when it asked (at `askedAt`, performance.now()). */
+  confirmed(askedAt: number): void {
+    this.starts.confirmed(askedAt);
+  }
+
+  /** The lease keeper kept this claim: its heartbeat event, for a running run. */
+  kept(token: string, sentAt: Date): void {
+    const run = this.runs.get(token);
+    if (run?.state === "running") this.o.run.emitter.emit("job:heartbeat", { job: run.info, claimToken: token, sentAt });
+  }
+
+  /**
+   * A claim found no longer ours by `write`: a running run's signal fires (its writes will be
+   * refused); a buffered one is fenced, never started.
+   */
+  lost(token: string, write: "start" | "heartbeat"): void {
+    const run = this.runs.get(token);
+    if (run?.state === "running") {
+      this.o.run.emitter.emit("job:fenced", { job: run.info, claimToken: token, write });
+      loseJob(run.abort, run.info);
+    } else if (run?.state === "buffered") {
+      this.buffered.splice(this.buffered.indexOf(run), 1);
+      this.end(run);
+      this.o.run.emitter.emit("job:fenced", { job: run.info, claimToken: token, write });
+    }
   }
 
   /** The runs whose handlers have not returned. */
   inFlight(): Run[] {
-    return [...this.running.values()];
+    return [...this.runs.values()].filter((run) => run.state === "running");
   }
 
-  /** Every claim a run holds: its handler running, or its success not yet written. */
-  claims(): { id: number; token: string }[] {
-    return [...[...this.running.values()].map((r) => ({ id: r.job.id, token: r.job.token })), ...[...this.completing].map(([token, id]) => ({ id, token }))];
+  /** Shutdown: once no start write is in flight, the buffered runs leave, to be handed back. */
+  async takeBuffered(): Promise<Run[]> {
+    await this.starts.idle();
+    const runs = this.buffered.splice(0);
+    for (const run of runs) this.end(run);
+    return runs;
   }
 
-  /** Settles once every run's outcome is written (or given up). */
+  /** Running runs past the grace period leave, to be handed back, their signal fired by the caller. */
+  takeRunning(): Run[] {
+    const runs = this.inFlight();
+    for (const run of runs) this.end(run);
+    return runs;
+  }
+
+  /** Settles once every run's verdict is written (or given up). */
   written(): Promise<unknown> {
     return Promise.allSettled(this.finishing);
   }
 
-  /** `answered`: when the write that counted the job's attempt was answered (at once when the claim counted it). */
-  start(job: ClaimedJob, answered: Promise<unknown> = Promise.resolve()): void {
-    const info = jobInfo(job);
-    this.o.plan.started(job.group);
-    const startedAt = Date.now();
-    const run = { job, info, abort: new RunAbort(), startedAt, answered } as Run;
-    this.running.set(job.token, run);
-    this.o.run.emitter.emit("job:started", { job: info, claimToken: job.token, waitMs: Math.max(0, startedAt - job.runAt.getTime()) });
+  /** Closes the start writes' own connection (after the last write). */
+  close(): Promise<void> {
+    return this.starts.close();
+  }
+
+  private answers(stopping: () => boolean): StartAnswers {
+    return {
+      run: (run, answered) => {
+        this.move(run, "running");
+        this.begin(run, answered);
+      },
+      fenced: (run) => {
+        this.end(run);
+        this.o.run.emitter.emit("job:fenced", { job: run.info, claimToken: run.job.token, write: "start" });
+      },
+      // Whatever its state by then (its handler may have returned), the start was not ours.
+      lost: (run) => {
+        this.o.run.emitter.emit("job:fenced", { job: run.info, claimToken: run.job.token, write: "start" });
+        if (run.state === "running") loseJob(run.abort, run.info);
+      },
+      requeue: (runs, leaseInDoubt) => {
+        for (const run of runs) {
+          this.move(run, "buffered");
+          // Until the lease keeper confirms it, its next start waits for the write's answer.
+          if (leaseInDoubt) run.heldAt = -Infinity;
+        }
+        // Back at the front, in claim order.
+        this.buffered.unshift(...runs);
+      },
+      stopping,
+      settled: () => this.o.slotsMayBeFree(),
+      onError: (error, during) => this.o.onError(error, during),
+    };
+  }
+
+  /** Entering running: the handler starts, and the run is followed until its verdict is written. */
+  private begin(run: Run, answered: Promise<unknown>): void {
+    run.answered = answered;
+    run.startedAt = Date.now();
+    this.o.plan.started(run.job.group);
+    this.o.run.emitter.emit("job:started", { job: run.info, claimToken: run.job.token, waitMs: Math.max(0, run.startedAt - run.job.runAt.getTime()) });
     run.done = this.execute(run);
     this.finishing.add(run.done);
     const finished = () => this.finishing.delete(run.done);
     run.done.then(finished, finished);
-  }
-
-  /** A running job found no longer ours: its run's signal fires; its writes will be refused. */
-  lost(job: ClaimedJob, write: "start" | "heartbeat"): void {
-    const run = this.running.get(job.token);
-    this.o.run.emitter.emit("job:fenced", { job: run?.info ?? jobInfo(job), claimToken: job.token, write });
-    if (run) loseJob(run.abort, run.info);
   }
 
   private async execute(run: Run): Promise<void> {
@@ -101,22 +195,27 @@ export class WorkerRuns {
     const outcome = await runHandler(job, info, this.o.handlers, this.o.run, run.abort);
     const durationMs = Date.now() - run.startedAt;
     plan.prefetch.handlerTook(durationMs);
-    // Free the slot now; the write below may wait for its batch.
-    this.running.delete(job.token);
-    this.o.slotFreed();
-    if (run.abort.reason?.reason === "shutdown") return; // handed back already; whatever it produced is fenced out
-    if (outcome.kind === "succeeded") this.completing.set(job.token, job.id);
+    // Handed back at shutdown already (its grace ran out): whatever it produced is fenced out.
+    if (run.abort.reason?.reason === "shutdown") return;
+    // Settling frees the slot now; the write below may wait for its batch.
+    this.move(run, "settling");
+    this.o.slotsMayBeFree();
+    if (outcome.kind === "succeeded") this.setUnwritten(run, true);
     try {
-      // A handler may run before its start write is executed (see WorkerBuffer.startInto); the
-      // write that ends the run goes on another connection and could be executed first, the
-      // start write then finding the job no longer running: its attempt never counted.
+      // A handler may run before its start write is executed (see StartWrites); the write that
+      // ends the run goes on another connection and could be executed first, the start write
+      // then finding the job no longer running: its attempt never counted.
       await run.answered;
       await settle(job, info, outcome, durationMs, this.o.run, this.o.writes);
     } catch (error) {
       // Abandoned at shutdown with the database unreachable: the lease will bring it back.
       this.o.onError(error, "finishing a job");
     } finally {
-      if (this.completing.delete(job.token)) this.o.successWritten();
+      this.end(run);
+      if (run.unwritten) {
+        this.setUnwritten(run, false);
+        this.o.successWritten();
+      }
       // Fair mode: the slot of its key and group is free once this write has landed (the row is
       // no longer running), not when the handler returned: claim again now. A job snoozed for
       // 0 s is ready again at once.
@@ -125,5 +224,29 @@ export class WorkerRuns {
         this.o.mayHaveWork();
       }
     }
+  }
+
+  private add(run: Run): Run {
+    this.runs.set(run.job.token, run);
+    this.count[run.state]++;
+    return run;
+  }
+
+  private move(run: Run, to: RunState): void {
+    this.count[run.state]--;
+    moveRun(run, to);
+    this.count[to]++;
+  }
+
+  /** The run leaves the worker: its verdict written, its claim lost, or handed back. */
+  private end(run: Run): void {
+    if (this.runs.get(run.job.token) !== run) return;
+    this.runs.delete(run.job.token);
+    this.count[run.state]--;
+  }
+
+  private setUnwritten(run: Run, unwritten: boolean): void {
+    run.unwritten = unwritten;
+    this.unwrittenCount += unwritten ? 1 : -1;
   }
 }

@@ -4,7 +4,8 @@ import { resolveDb } from "../core/connect.js";
 import type { JobsDatabase } from "../core/database.js";
 import { JobError } from "../base/errors.js";
 import { silentLogger, type Logger } from "../base/logger.js";
-import { WORKER_DEFAULTS, WORKER_OPTION_KEYS, checkLease, checkOptions, type WorkerOptions } from "../core/options.js";
+import { WORKER_DEFAULTS, checkLease, type WorkerOptions } from "../core/options.js";
+import { WORKER_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { checkInteger, checkName, checkSeconds } from "../base/validate.js";
 
 export type { WorkerOptions } from "../core/options.js";

@@ -1,6 +1,5 @@
 import { JobAbortedError } from "../base/abort.js";
 import { Batcher, MAX_BATCH } from "./batcher.js";
-import { WorkerBuffer } from "./buffer.js";
 import type { ClaimedJob } from "../run/claim.js";
 import { ClaimPlan } from "./claim-plan.js";
 import { completeRuns, type Completion } from "../run/complete.js";
@@ -38,12 +37,12 @@ const MAX_UNWRITTEN = MAX_BATCH;
 /**
  * created → running: `run()` starts the claim loop, the lease keeper and the sweep.
  * running → stopping: `stop()` or the signal; nothing more is claimed or started, buffered
- *   jobs are handed back, in-flight ones get `gracePeriod`, then are handed back too.
+ *   runs are handed back, running ones get `gracePeriod`, then are handed back too.
  * stopping → stopped: completions flushed (or abandoned), timers and wake-ups closed.
  *
- * Ownership: the runs and the buffer are touched only on this event loop by the claim loop,
- * the runs' starts, the lease keeper and shutdown — never across an await that assumes them
- * unchanged.
+ * The worker keeps the claim loop, the lease keeper and shutdown; each run's life, from its
+ * claim to its verdict, is WorkerRuns' (runs.ts, its states in run.ts). Both are touched only
+ * on this event loop, never across an await that assumes them unchanged.
  */
 export class Worker {
   readonly id: string;
@@ -54,7 +53,6 @@ export class Worker {
   private readonly deps: RunDeps;
   private readonly writes: SettleWrites;
   private readonly plan: ClaimPlan;
-  private readonly buffer: WorkerBuffer;
   private readonly completions: Batcher<Completion, boolean>;
   private readonly wakeups: Wakeups;
   private readonly runs: WorkerRuns;
@@ -81,11 +79,6 @@ export class Worker {
     instrumentEmitter(this.emitter);
     this.deps = { db: this.db, lease: this.settings.lease, emitter: this.emitter, logger: this.settings.logger };
     this.plan = new ClaimPlan(this.settings.concurrency, this.settings.prefetch);
-    this.buffer = new WorkerBuffer({
-      ...this.deps,
-      onError: (error, during) => this.error(error, during),
-      wake: () => this.slotsMayBeFree(),
-    });
     this.completions = new Batcher(
       async (items) => {
         // By token, not id: a stale run and its successor may complete in the same batch.
@@ -109,7 +102,7 @@ export class Worker {
       handlers: this.handlers,
       writes: this.writes,
       plan: this.plan,
-      slotFreed: () => this.slotsMayBeFree(),
+      slotsMayBeFree: () => this.slotsMayBeFree(),
       mayHaveWork: () => {
         this.mayHaveWork = true;
         this.waker.wake();
@@ -174,11 +167,11 @@ export class Worker {
     while (this.state === "running") {
       this.fill();
       const size = this.plan.size();
-      const held = this.runs.size + this.buffer.held;
+      const held = this.runs.running + this.runs.held;
       const capacity = Math.min(size - held, MAX_UNWRITTEN - this.runs.unwritten);
       this.awaitingWrites = capacity < size - held;
       // Claim in batches: wait until half the room is free, unless slots would sit idle.
-      const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.buffer.waiting === 0 && capacity > 0);
+      const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.runs.waiting === 0 && capacity > 0);
       if (this.mayHaveWork && worthIt) {
         try {
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
@@ -194,11 +187,8 @@ export class Worker {
           if (claimed.throttled.length > 0) this.emitter.emit("worker:throttled", { workerId: this.id, keys: claimed.throttled, retryInMs: claimed.retryInMs });
           if (claimed.more) this.mayHaveWork = true;
           if (this.emitter.has("job:claimed")) for (const job of jobs) this.emitter.emit("job:claimed", { job: jobInfo(job), claimToken: job.token });
-          // Stopping meanwhile: everything goes to the buffer, which shutdown hands back.
-          for (const job of jobs) {
-            if (job.started && this.state === "running") this.runs.start(job);
-            else this.buffer.push(job);
-          }
+          // Stopping meanwhile: every run is held buffered, for shutdown to hand back.
+          for (const job of jobs) this.runs.claimed(job, this.state === "running");
           if (jobs.length > 0) this.idleAnnounced = false;
           continue;
         } catch (error) {
@@ -208,7 +198,7 @@ export class Worker {
           continue;
         }
       }
-      if (this.runs.size === 0 && this.buffer.held === 0 && !this.idleAnnounced) {
+      if (this.runs.running === 0 && this.runs.held === 0 && !this.idleAnnounced) {
         this.idleAnnounced = true;
         this.emitter.emit("worker:idle", { workerId: this.id });
       }
@@ -235,31 +225,20 @@ export class Worker {
   /** Starts buffered jobs in the free slots. */
   private fill(): void {
     if (this.state !== "running") return;
-    this.buffer.startInto(
-      this.settings.concurrency - this.runs.size,
-      (job, answered) => this.runs.start(job, answered),
-      (job) => this.runs.lost(job, "start"),
-      () => this.state !== "running",
-    );
+    this.runs.startInto(this.settings.concurrency - this.runs.running, () => this.state !== "running");
   }
 
-  /** The lease keeper: extends every held claim; a claim found lost stops its run or leaves the buffer. */
+  /** The lease keeper: extends every held claim; a claim found lost stops its run, or its buffered run never starts. */
   private async extendAll(): Promise<void> {
-    const claims = [...this.runs.claims(), ...this.buffer.claims()];
+    const claims = this.runs.claims();
     if (claims.length === 0) return;
     const askedAt = performance.now();
     const sentAt = new Date();
     const owned = await extendLeases(this.db, claims, this.settings.lease);
-    this.buffer.confirmed(askedAt);
+    this.runs.confirmed(askedAt);
     for (const { token } of claims) {
-      const run = this.runs.get(token);
-      if (owned.has(token)) {
-        if (run) this.emitter.emit("job:heartbeat", { job: run.info, claimToken: token, sentAt });
-        continue;
-      }
-      if (run) this.runs.lost(run.job, "heartbeat");
-      const dropped = this.buffer.drop(token);
-      if (dropped) this.emitter.emit("job:fenced", { job: jobInfo(dropped), claimToken: token, write: "heartbeat" });
+      if (owned.has(token)) this.runs.kept(token, sentAt);
+      else this.runs.lost(token, "heartbeat");
     }
   }
 
@@ -275,15 +254,15 @@ export class Worker {
 
   private async shutdown(): Promise<void> {
     this.state = "stopping";
-    this.emitter.emit("worker:stopping", { workerId: this.id, inFlight: this.runs.size });
+    this.emitter.emit("worker:stopping", { workerId: this.id, inFlight: this.runs.running });
     this.waker.wake();
-    // A claim or a start write in flight adds to the buffer when it lands: wait for both.
+    // A claim or a start write in flight adds buffered runs when it lands: wait for both.
     await this.looping;
-    const buffered = await this.buffer.drain();
-    await Promise.all(buffered.map((job) => this.handBack(job, jobInfo(job))));
+    const buffered = await this.runs.takeBuffered();
+    await Promise.all(buffered.map((run) => this.handBack(run.job, run.info)));
     const inFlight = this.runs.inFlight();
     if (inFlight.length > 0) await within(this.settings.graceMs, Promise.all(inFlight.map((r) => r.done)));
-    const late = this.runs.inFlight();
+    const late = this.runs.takeRunning();
     for (const run of late) run.abort.abort(new JobAbortedError("shutdown", `worker ${this.id} is shutting down; job ${run.job.id} was handed back`));
     await Promise.all(late.map((run) => this.handBack(run.job, run.info)));
     // Runs whose handlers returned may still wait to write (for a start write's answer, a batch).
@@ -292,7 +271,7 @@ export class Worker {
       this.runs.written().then(() => this.completions.idle()),
     );
     this.completions.abandon(new Error("worker stopped before this completion could be written"));
-    await this.buffer.close();
+    await this.runs.close();
     for (const t of this.timers) clearInterval(t);
     await this.wakeups.close();
     this.state = "stopped";
