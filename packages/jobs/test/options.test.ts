@@ -1,16 +1,6 @@
 import { describe, expect, expectTypeOf, it } from "vitest";
-import {
-  DEFAULT_LEASE_SECONDS,
-  DRAIN_OPTION_KEYS,
-  ENQUEUE_ITEM_KEYS,
-  ENQUEUE_OPTION_KEYS,
-  PROCESS_OPTION_KEYS,
-  WORKER_DEFAULTS,
-  WORKER_OPTION_KEYS,
-  type DrainOptions,
-  type ProcessOptions,
-  type WorkerOptions,
-} from "../src/core/options.js";
+import { DEFAULT_LEASE_SECONDS, WORKER_DEFAULTS, type DrainOptions, type ProcessOptions, type WorkerOptions } from "../src/core/options.js";
+import { DRAIN_OPTION_KEYS, ENQUEUE_ITEM_KEYS, ENQUEUE_OPTION_KEYS, PROCESS_OPTION_KEYS, WORKER_OPTION_KEYS } from "../src/core/option-keys.js";
 import type { DrainOptions as DrainOptionsOfDrain, ProcessOptions as ProcessOptionsOfProcess } from "../src/worker/process.js";
 import type { WorkerOptions as WorkerOptionsOfWorker } from "../src/worker/worker.js";
 import { DEFAULT_LEASE_SECONDS as PUBLIC_DEFAULT_LEASE } from "../src/index.js";

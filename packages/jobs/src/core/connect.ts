@@ -10,15 +10,8 @@ import { isPrivateSqlite, isSqliteDatabase } from "../db/sqlite.js";
 import { createSqliteExecutor, wrapSqliteDatabase } from "../db/sqlite-open.js";
 import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnection, wrapMysqlPool } from "../db/mysql.js";
 import { QueryExecutor, type QuerySource } from "../db/query-executor.js";
-import {
-  CONNECT_OPTION_KEYS,
-  DEFAULT_MAX_PAYLOAD_BYTES,
-  DEFAULT_MAX_RESULT_BYTES,
-  DEFAULT_SQLITE_FILE,
-  checkOptions,
-  type ConnectOptions,
-  type DbLike,
-} from "./options.js";
+import { DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES, DEFAULT_SQLITE_FILE, type ConnectOptions, type DbLike } from "./options.js";
+import { CONNECT_OPTION_KEYS, checkOptions } from "./option-keys.js";
 
 export { DEFAULT_SQLITE_FILE } from "./options.js";
 export type { ConnectOptions, DbLike } from "./options.js";

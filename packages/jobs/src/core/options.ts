@@ -1,13 +1,11 @@
 import type { JobsDatabase } from "./database.js";
-import { JobError } from "../base/errors.js";
 import type { WorkerEventHandlers } from "./events.js";
 import type { Logger } from "../base/logger.js";
 import type { PayloadOf } from "../base/types.js";
-import { checkKnownOptions, checkSeconds } from "../base/validate.js";
+import { checkSeconds } from "../base/validate.js";
 
-// Every public option: its type, its default and its key list, here and nowhere else. A key
-// list is the keys of a `Record<keyof Options, true>`, so the compiler refuses a list that
-// misses a key of its interface or names one it does not have.
+// Every public option: its type and its default, here and nowhere else; the keys each call
+// accepts are in option-keys.ts beside it.
 
 /** Anything a public function accepts as `db`. */
 export type DbLike = JobsDatabase | object;
@@ -252,80 +250,6 @@ export interface ConnectOptions {
    * write depends on, stays on the primary. Default: none (everything on the URL).
    */
   readUrl?: string;
-}
-
-/** The keys of `T`, in the record's order (error messages list them so). */
-function keysOf<T>(all: Record<keyof T, true>): readonly string[] {
-  return Object.keys(all);
-}
-
-// Typed records, not `as const`: a key spread into a larger list is checked here.
-const JOB_KEYS: Record<keyof JobOptions, true> = {
-  queue: true,
-  maxAttempts: true,
-  availableIn: true,
-  priority: true,
-  idempotencyKey: true,
-  dedupKey: true,
-  tenant: true,
-  group: true,
-  concurrencyKey: true,
-  maxSnoozes: true,
-  dependsOn: true,
-  onDependencyFailure: true,
-};
-const PROCESS_KEYS: Record<keyof ProcessOptions, true> = { queue: true, db: true, lease: true, events: true, logger: true };
-
-export const ENQUEUE_OPTION_KEYS = keysOf<EnqueueOptions>({ ...JOB_KEYS, db: true });
-export const ENQUEUE_ITEM_KEYS = keysOf<EnqueueManyItem>({ task: true, payload: true, ref: true, ...JOB_KEYS });
-export const ENQUEUE_MANY_OPTION_KEYS = keysOf<EnqueueManyOptions>({ queue: true, db: true });
-export const WORKER_OPTION_KEYS = keysOf<WorkerOptions>({
-  queue: true,
-  concurrency: true,
-  prefetch: true,
-  pollInterval: true,
-  lease: true,
-  gracePeriod: true,
-  sweepInterval: true,
-  signal: true,
-  db: true,
-  events: true,
-  logger: true,
-  workerId: true,
-  schedules: true,
-});
-export const PROCESS_OPTION_KEYS = keysOf<ProcessOptions>(PROCESS_KEYS);
-export const DRAIN_OPTION_KEYS = keysOf<DrainOptions>({ ...PROCESS_KEYS, maxJobs: true, signal: true });
-export const READ_OPTION_KEYS = keysOf<ReadOptions>({ db: true, tenant: true });
-export const QUEUE_READ_OPTION_KEYS = keysOf<QueueReadOptions>({ db: true, tenant: true, queue: true });
-export const ADMIN_OPTION_KEYS = keysOf<AdminOptions>({ db: true, tenant: true });
-export const PRUNE_OPTION_KEYS = keysOf<PruneOptions>({ olderThan: true, statuses: true, batchSize: true, into: true, db: true });
-export const PRUNE_HISTORY_OPTION_KEYS = keysOf<PruneHistoryOptions>({ olderThan: true, db: true });
-export const RECLAIM_OPTION_KEYS = keysOf<ReclaimOptions>({ lease: true, queue: true, db: true });
-export const HEARTBEAT_OPTION_KEYS = keysOf<HeartbeatOptions>({ lease: true, db: true });
-export const DATABASE_OPTION_KEYS = keysOf<DatabaseOptions>({ db: true });
-export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({
-  schema: true,
-  maxPayloadBytes: true,
-  maxResultBytes: true,
-  poolSize: true,
-  pooler: true,
-  listenUrl: true,
-  readUrl: true,
-});
-
-/**
- * Checked before anything runs, at every public entry point: a typo'd option (`tenantId`,
- * `prority`) would otherwise be ignored and the call act unscoped or with a default.
- */
-export function checkOptions(options: unknown, keys: readonly string[], where: string): void {
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    throw new JobError(
-      `${where}: options must be an object, got ${Array.isArray(options) ? "an array" : options === null ? "null" : typeof options}`,
-      "options",
-    );
-  }
-  checkKnownOptions(options, keys, where);
 }
 
 /** A lease to grant, in seconds: the one minimum for every entry point that takes a lease. */

@@ -7,16 +7,8 @@ import { findExisting, snapshotError } from "./key-conflicts.js";
 import { insertFlow, type InsertJobs } from "../dependencies/flow-enqueue.js";
 import { readFlowPlan } from "../dependencies/flow-spec.js";
 import { hasKey, isItemShaped, prepareJob, type InsertedRow, type NewJob } from "./new-job.js";
-import {
-  DEFAULT_QUEUE,
-  ENQUEUE_ITEM_KEYS,
-  ENQUEUE_MANY_OPTION_KEYS,
-  ENQUEUE_OPTION_KEYS,
-  checkOptions,
-  type EnqueueManyItem,
-  type EnqueueManyOptions,
-  type EnqueueOptions,
-} from "../core/options.js";
+import { DEFAULT_QUEUE, type EnqueueManyItem, type EnqueueManyOptions, type EnqueueOptions } from "../core/options.js";
+import { ENQUEUE_ITEM_KEYS, ENQUEUE_MANY_OPTION_KEYS, ENQUEUE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { checkPayloadsFit } from "../core/packet.js";
 import { isSerializationFailure } from "../core/sql-errors.js";
 import { countEnqueued, withEnqueueSpan, type StoredTraceContext } from "../core/telemetry.js";

@@ -1,5 +1,6 @@
 import { JobError } from "../base/errors.js";
-import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, ENQUEUE_ITEM_KEYS, type JobOptions } from "../core/options.js";
+import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, type JobOptions } from "../core/options.js";
+import { ENQUEUE_ITEM_KEYS } from "../core/option-keys.js";
 import { toJsonText } from "../base/payload.js";
 import {
   MAX_FLOW_KEY_LENGTH,

@@ -3,7 +3,8 @@ import type { JobsDatabase } from "../core/database.js";
 import { JobError } from "../base/errors.js";
 import { keyUsage, throttledNow } from "./limit-usage.js";
 import { isPattern, LIMIT_COLUMNS, ruleFor, toRule, type LimitRow, type RateLimit } from "./limit-rules.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
+import { type DatabaseOptions } from "../core/options.js";
+import { DATABASE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { forDialect, type PerDialect } from "../core/sql.js";
 import { MAX_FLOW_KEY_LENGTH, checkInteger, checkLength, checkKnownOptions, checkName, describe } from "../base/validate.js";
 

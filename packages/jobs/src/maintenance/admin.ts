@@ -4,17 +4,8 @@ import type { Executor } from "../db/executor.js";
 import { JobError } from "../base/errors.js";
 import { pruneFlowEdges } from "../dependencies/flow-prune.js";
 import { releaseEndedIds } from "../dependencies/flow-release.js";
-import {
-  ADMIN_OPTION_KEYS,
-  DATABASE_OPTION_KEYS,
-  PRUNE_HISTORY_OPTION_KEYS,
-  PRUNE_OPTION_KEYS,
-  checkOptions,
-  type AdminOptions,
-  type DatabaseOptions,
-  type PruneHistoryOptions,
-  type PruneOptions,
-} from "../core/options.js";
+import { type AdminOptions, type DatabaseOptions, type PruneHistoryOptions, type PruneOptions } from "../core/options.js";
+import { ADMIN_OPTION_KEYS, DATABASE_OPTION_KEYS, PRUNE_HISTORY_OPTION_KEYS, PRUNE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { checkHistoryDialect, dropPartitions, listPartitions, moveBatch, restoreArchived, type HistoryPartition } from "./history.js";
 import { isUniqueViolation } from "../core/sql-errors.js";
 import { DEFAULT_PRUNE_BATCH, FINISHED, MAX_PRUNE_BATCH, pruneBatch, type FinishedStatus } from "./prune-batch.js";

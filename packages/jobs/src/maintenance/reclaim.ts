@@ -3,7 +3,8 @@ import type { JobsDatabase } from "../core/database.js";
 import { lockUpdateRead } from "../core/lock-update-read.js";
 import { releaseEndedIds } from "../dependencies/flow-release.js";
 import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
-import { RECLAIM_OPTION_KEYS, checkOptions, type ReclaimOptions } from "../core/options.js";
+import { type ReclaimOptions } from "../core/options.js";
+import { RECLAIM_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import type { ReclaimedJob } from "../base/types.js";
 import { checkName, checkSeconds } from "../base/validate.js";
 

@@ -9,7 +9,8 @@ import { mysqlMigrations } from "./mysql.js";
 import { postgresMigrations } from "./postgres.js";
 import { sqliteMigrations } from "./sqlite.js";
 import type { Migration, SchemaNames } from "./types.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
+import { type DatabaseOptions } from "../core/options.js";
+import { DATABASE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 
 const MIGRATIONS: Record<DialectName, Migration[]> = {
   postgres: postgresMigrations,

@@ -2,7 +2,7 @@ import { resolveDb } from "../core/connect.js";
 import type { DbLike } from "../core/options.js";
 import { JobError } from "../base/errors.js";
 import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
-import { checkOptions } from "../core/options.js";
+import { checkOptions } from "../core/option-keys.js";
 import { JOB_STATUSES as STATUSES, type JobStatus } from "../base/types.js";
 import { checkInteger, checkJobId, checkName, checkSeconds, checkTenant, describe } from "../base/validate.js";
 

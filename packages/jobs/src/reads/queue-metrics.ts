@@ -1,6 +1,7 @@
 import type * as Otel from "@opentelemetry/api";
 import { resolveDb } from "../core/connect.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
+import { type DatabaseOptions } from "../core/options.js";
+import { DATABASE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { statusCounts } from "./status.js";
 import { otelApi } from "../core/telemetry.js";
 

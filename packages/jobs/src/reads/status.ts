@@ -4,7 +4,8 @@ import { columnList, JOB_COLUMNS, toJob } from "../core/job-row.js";
 import { withEdges } from "../dependencies/flow-reads.js";
 import { readArchived } from "../maintenance/history.js";
 import type { Job, QueueStatus } from "../base/types.js";
-import { DEFAULT_QUEUE, QUEUE_READ_OPTION_KEYS, READ_OPTION_KEYS, checkOptions, type QueueReadOptions, type ReadOptions } from "../core/options.js";
+import { DEFAULT_QUEUE, type QueueReadOptions, type ReadOptions } from "../core/options.js";
+import { QUEUE_READ_OPTION_KEYS, READ_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { checkJobId, checkName, checkTenant } from "../base/validate.js";
 
 export type { ReadOptions } from "../core/options.js";

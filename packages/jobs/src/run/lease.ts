@@ -1,6 +1,7 @@
 import { resolveDb } from "../core/connect.js";
 import type { JobsDatabase } from "../core/database.js";
-import { HEARTBEAT_OPTION_KEYS, checkLease, checkOptions, type HeartbeatOptions } from "../core/options.js";
+import { checkLease, type HeartbeatOptions } from "../core/options.js";
+import { HEARTBEAT_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { lockUpdateRead } from "../core/lock-update-read.js";
 import { forDialect, runOverClaims, runSql, type PerDialect, type Script } from "../core/sql.js";
 

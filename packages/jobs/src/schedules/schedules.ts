@@ -5,7 +5,8 @@ import type { JobsDatabase } from "../core/database.js";
 import { enqueue } from "../enqueue/enqueue.js";
 import { JobError } from "../base/errors.js";
 import { silentLogger, type Logger } from "../base/logger.js";
-import { DATABASE_OPTION_KEYS, checkOptions, type DatabaseOptions } from "../core/options.js";
+import { type DatabaseOptions } from "../core/options.js";
+import { DATABASE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { toJsonText } from "../base/payload.js";
 import {
   SCHEDULE_COLUMNS,
