@@ -1,30 +1,9 @@
-import { spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cancelJob, enqueue, getJob, listLimits, processOne } from "../src/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
+import { cli } from "./helpers/cli.js";
 
 // Issue 31.7 and 31.8: the CLI's answers to awkward arguments. Runs the built binary (pnpm build).
-
-const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[]): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: "" }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 describe("forge-jobs CLI: arguments", () => {
   it("a negative number given to an option reaches the option's own check, not parseArgs' 'argument is ambiguous'", async () => {

@@ -1,7 +1,7 @@
 // The CLI as a new user meets it (issue 16.4, 16.11): DATABASE_URL from the .env of the folder
 // it runs in, and a TypeScript handlers module loaded through the app's own tsx, with no
 // `node --import tsx` in front (pnpm links the bin as a shell script, which Node cannot import).
-import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,30 +10,9 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueue, getJob, migrate } from "../src/index.js";
 import { waitFor } from "./helpers/backends.js";
+import { runCli as cli } from "./helpers/cli.js";
 
-const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
 const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv; onStart?: (child: ReturnType<typeof spawn>) => void }): Promise<Result> {
-  const env = { ...process.env, ...options.env };
-  if (options.env && "DATABASE_URL" in options.env && options.env.DATABASE_URL === undefined) delete env.DATABASE_URL;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-    options.onStart?.(child);
-  });
-}
 
 let dir: string;
 beforeAll(async () => {
@@ -85,7 +64,7 @@ export default handlers;
     const db = connect(url);
     try {
       const id = await enqueue("ts.double", { n: 21 }, { db });
-      let child: ReturnType<typeof spawn> | undefined;
+      let child: ChildProcess | undefined;
       const run = cli(["worker", handlersFile, "--database-url", url, "--poll", "0.05"], { cwd: PACKAGE_DIR, onStart: (c) => (child = c) });
       const job = await waitFor(
         "the job done",

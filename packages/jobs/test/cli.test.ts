@@ -1,10 +1,8 @@
-import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { access, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, getJob, listGroups, listLimits, processOne, setGroupWeight, setLimit } from "../src/index.js";
 import { claimJobs } from "../src/run/claim.js";
@@ -12,6 +10,7 @@ import { backends, waitFor, type TestDatabase } from "./helpers/backends.js";
 import { mysql as mysqlDialect } from "../src/dialects/mysql.js";
 import { postgres as postgresDialect } from "../src/dialects/postgres.js";
 import { sqlite as sqliteDialect } from "../src/dialects/sqlite.js";
+import { BIN, cli } from "./helpers/cli.js";
 
 /** SQL for "two hours ago" on the database's clock, in each backend's own time representation. */
 const TWO_HOURS_AGO = {
@@ -19,28 +18,6 @@ const TWO_HOURS_AGO = {
   sqlite: sqliteDialect.nowPlus("7200", "-"),
   mysql: mysqlDialect.nowPlus("7200", "-"),
 };
-
-const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the built binary, as an operator would. */
-function cli(args: string[], options: { env?: Record<string, string>; onStart?: (child: ReturnType<typeof spawn>) => void } = {}): Promise<Result> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: "", ...options.env }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-    options.onStart?.(child);
-  });
-}
 
 describe("forge-jobs CLI: usage", () => {
   it("--version prints the package's version (issue 16.9)", async () => {

@@ -1,26 +1,10 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listSchedules, schedule } from "../src/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
-
-const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
-
-/** Runs the built binary (pnpm build first), as an operator would. */
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, DATABASE_URL: "" }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+import { cli } from "./helpers/cli.js";
 
 describe("forge-jobs schedules: usage", () => {
   it("schedules --help names its actions; worker --help its --no-schedules", async () => {
