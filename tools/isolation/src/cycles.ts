@@ -34,18 +34,24 @@ export interface CycleReport {
   cycles: Cycle[];
 }
 
-/** The workspace's source folders: packages/*\/src, apps/*\/src and tools/*\/src under repoRoot. */
-export function workspaceSourceRoots(repoRoot: string): string[] {
-  const roots: string[] = [];
+/** The workspace's members: the folders of packages/, apps/ and tools/ under repoRoot, sorted. */
+export function workspaceMembers(repoRoot: string): string[] {
+  const members: string[] = [];
   for (const group of ["packages", "apps", "tools"]) {
     const dir = path.join(repoRoot, group);
     if (!fs.existsSync(dir)) continue;
     for (const entry of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
-      const src = path.join(dir, entry.name, "src");
-      if (entry.isDirectory() && entry.name !== "node_modules" && fs.existsSync(src)) roots.push(src);
+      if (entry.isDirectory() && entry.name !== "node_modules") members.push(path.join(dir, entry.name));
     }
   }
-  return roots;
+  return members;
+}
+
+/** The workspace's source folders: packages/*\/src, apps/*\/src and tools/*\/src under repoRoot. */
+export function workspaceSourceRoots(repoRoot: string): string[] {
+  return workspaceMembers(repoRoot)
+    .map((member) => path.join(member, "src"))
+    .filter((src) => fs.existsSync(src));
 }
 
 /** Every import cycle among the source files of `roots`. */

@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
-import { fileEdges, sourceFiles } from "./cycles.js";
+import { fileEdges, sourceFiles, workspaceMembers } from "./cycles.js";
 
 /**
  * The floors rule, for a package that declares its floors in a `house.json` beside its
@@ -28,16 +28,9 @@ export interface FloorViolation {
 
 /** `house.json` files of the workspace: packages/*, apps/*, tools/* that declare floors. */
 export function findHouses(repoRoot: string): string[] {
-  const found: string[] = [];
-  for (const group of ["packages", "apps", "tools"]) {
-    const dir = path.join(repoRoot, group);
-    if (!fs.existsSync(dir)) continue;
-    for (const entry of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
-      const house = path.join(dir, entry.name, "house.json");
-      if (entry.isDirectory() && fs.existsSync(house)) found.push(house);
-    }
-  }
-  return found;
+  return workspaceMembers(repoRoot)
+    .map((member) => path.join(member, "house.json"))
+    .filter((house) => fs.existsSync(house));
 }
 
 /** Reads and checks a house.json: a malformed one is an error, never an empty rule that passes. */

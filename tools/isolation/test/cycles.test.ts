@@ -158,9 +158,9 @@ describe("the rule on the real workspace", () => {
     expect(report.cycles.map((cycle) => formatCycle(cycle, repoRoot))).toEqual([]);
   });
 
-  it("`pnpm lint` runs both checks: the package's lint script", () => {
+  it("`pnpm lint` runs the three checks (isolation, cycles, floors): the package's lint script", () => {
     const manifest = JSON.parse(fs.readFileSync(path.join(toolDir, "package.json"), "utf8")) as { scripts: Record<string, string> };
-    expect(manifest.scripts.lint).toBe("tsx src/cli.ts && tsx src/cycles-cli.ts");
+    expect(manifest.scripts.lint).toBe("tsx src/cli.ts && tsx src/cycles-cli.ts && tsx src/floors-cli.ts");
     // turbo hashes this package's files only; a cached pass would hide a cycle added elsewhere
     const turbo = JSON.parse(fs.readFileSync(path.join(toolDir, "turbo.json"), "utf8")) as { tasks: { lint: { cache: boolean } } };
     expect(turbo.tasks.lint.cache).toBe(false);
