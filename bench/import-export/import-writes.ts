@@ -24,7 +24,8 @@ import { fileURLToPath } from "node:url";
 import { connect, enqueue, migrate, runWorker, type JobsDatabase } from "@forge/jobs";
 import { createImportHandler, importPayload, IMPORT_JOB_TASK, type Importer } from "../../packages/import-export/src/index.js";
 import { CONTACTS_HEADER, batchCounts, contactRows, contactsImporter, validateContact, type Contact } from "../../apps/sample/src/contacts.js";
-import { migrateApp, openDatabase, type Sql } from "../../apps/sample/src/db.js";
+import { openDatabase, type Sql } from "../../apps/sample/src/db.js";
+import { migrateApp } from "../../apps/sample/src/migrate.js";
 import { inChild, mb } from "./child.js";
 
 /** Issue 21.7: the import's peak RSS stays under this. */
