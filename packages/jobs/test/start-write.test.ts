@@ -17,7 +17,7 @@ describe.skipIf(!postgres)("a start write whose connection fails", () => {
   it("rejects the side the caller reads, and leaves no unhandled rejection behind", async () => {
     // Nothing listens on port 1: the sender's own connection fails at once.
     const pool = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:1/test", connectionTimeoutMillis: 2000 });
-    const sender = new PgOrderedSender(pool);
+    const sender = new PgOrderedSender(pool, false);
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on("unhandledRejection", onUnhandled);

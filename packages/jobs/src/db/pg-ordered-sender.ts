@@ -1,6 +1,6 @@
 import pg from "pg";
 import type { OrderedSender, QueryResult } from "./executor.js";
-import { PLAN_EACH_RUN, run } from "./pg-run.js";
+import { planEachRun, run } from "./pg-run.js";
 
 /**
  * A PostgreSQL connection of its own (the pool's settings, one more connection) in pg's
@@ -16,8 +16,8 @@ export class PgOrderedSender implements OrderedSender {
 
   constructor(
     private readonly pool: pg.Pool,
-    /** Named prepared statements (see PgMode). */
-    private readonly prepared = true,
+    /** Named prepared statements (see PgMode), on a connection set up by planEachRun. */
+    private readonly prepared: boolean,
   ) {}
 
   send<R extends object>(sql: string, params: readonly unknown[], prepared?: string): { sent: Promise<void>; result: Promise<QueryResult<R>> } {
@@ -64,7 +64,7 @@ export class PgOrderedSender implements OrderedSender {
       });
       try {
         await client.connect();
-        if (this.prepared) await client.query(PLAN_EACH_RUN).catch(() => undefined);
+        if (this.prepared) await planEachRun(client);
       } catch (error) {
         this.connecting = null;
         throw error;

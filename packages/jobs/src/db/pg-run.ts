@@ -7,10 +7,21 @@ export type Queryable = pg.Pool | pg.PoolClient | pg.Client;
 /**
  * The session setting of the connections on which the queue names its statements (see PgMode).
  * Sent as the connection's first statement rather than as a startup `options` parameter, which
- * poolers in session mode refuse. PostgreSQL before 12 has no such setting: the statement fails
- * there, unheeded, and plans are left to the server's choice.
+ * poolers in session mode refuse.
  */
 export const PLAN_EACH_RUN = "SET plan_cache_mode = force_custom_plan";
+
+/** SQLSTATE undefined_object: `SET` of a setting the server does not have. */
+const UNDEFINED_SETTING = "42704";
+
+/** Runs PLAN_EACH_RUN on a new connection; before PostgreSQL 12 (no such setting) plans are the server's choice. */
+export async function planEachRun(client: pg.Client): Promise<void> {
+  try {
+    await client.query(PLAN_EACH_RUN);
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== UNDEFINED_SETTING) throw error;
+  }
+}
 
 const preparedNames = new Map<string, string>();
 

@@ -1,7 +1,7 @@
 import pg from "pg";
 import type { Executor, Listener, OrderedSender, QueryResult, TransactionOptions } from "./executor.js";
 import { PgOrderedSender } from "./pg-ordered-sender.js";
-import { PLAN_EACH_RUN, run } from "./pg-run.js";
+import { planEachRun, run } from "./pg-run.js";
 import { quoteIdent } from "./identifiers.js";
 import { SAVEPOINT_NAME, statementOn, transactionOn, type LentConnection } from "./lent-connection.js";
 
@@ -17,8 +17,8 @@ export class PgClientExecutor implements Executor {
   constructor(
     readonly raw: pg.PoolClient | pg.Client,
     private readonly insideOurs = false,
-    /** Named prepared statements (see PgMode). */
-    private readonly prepared = true,
+    /** Named prepared statements (see PgMode): only on a connection the queue opened with planEachRun. */
+    private readonly prepared: boolean,
   ) {
     this.lent = { begin: (readOnly) => beginOn(raw, readOnly), run: (sql) => raw.query(sql) };
   }
@@ -69,7 +69,7 @@ async function beginOn(client: pg.PoolClient | pg.Client, readOnly: boolean): Pr
 export interface PgMode {
   /**
    * Named prepared statements: parsed once per connection, then planned for each run's own
-   * parameters. Only on connections the queue opens itself, set by PLAN_EACH_RUN: left to choose,
+   * parameters. Only on connections the queue opens itself, set by planEachRun: left to choose,
    * PostgreSQL keeps a generic plan after five runs, and one made while the jobs table held a
    * page or two reads it sequentially; nothing replaces that plan until VACUUM or ANALYZE
    * touches the table, so with autovacuum off or held back, every claim and completion walked
@@ -81,9 +81,6 @@ export interface PgMode {
   listen: "pool" | { url: string } | null;
 }
 
-/** Straight to the server: prepared statements, LISTEN beside the pool. */
-export const DIRECT: PgMode = { prepared: true, listen: "pool" };
-
 export class PgPoolExecutor implements Executor {
   readonly dialect = "postgres" as const;
   readonly pooled = true;
@@ -94,7 +91,7 @@ export class PgPoolExecutor implements Executor {
   constructor(
     readonly raw: pg.Pool,
     private readonly owned: boolean,
-    private readonly mode: PgMode = DIRECT,
+    private readonly mode: PgMode,
   ) {
     const to = mode.listen;
     if (to === null) {
@@ -225,7 +222,8 @@ class PlanEachRunClient extends pg.Client {
     this.on("error", heard);
     const ready = super
       .connect()
-      .then(() => this.planEachRun())
+      .then(() => planEachRun(this))
+      .then(() => this)
       .finally(() => this.off("error", heard));
     if (!callback) return ready;
     ready.then(
@@ -233,20 +231,7 @@ class PlanEachRunClient extends pg.Client {
       (error: Error) => (callback as (err: Error) => void)(error),
     );
   }
-
-  private async planEachRun(): Promise<pg.Client> {
-    try {
-      await this.query(PLAN_EACH_RUN);
-    } catch (error) {
-      // Before PostgreSQL 12 the setting does not exist: plans are then the server's choice.
-      if ((error as { code?: unknown }).code !== UNDEFINED_SETTING) throw error;
-    }
-    return this;
-  }
 }
-
-/** SQLSTATE undefined_object: `SET` of a setting the server does not have. */
-const UNDEFINED_SETTING = "42704";
 
 /** `prepared`: the pool's connections plan each run (PLAN_EACH_RUN), so it may name its statements (see PgMode). */
 export function createPgPool(url: string, max = 10, prepared = false): pg.Pool {
