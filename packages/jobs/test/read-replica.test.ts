@@ -1,7 +1,5 @@
-import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   cancelJob,
@@ -25,8 +23,8 @@ import {
 } from "../src/index.js";
 import { createDashboard } from "../src/dashboard/index.js";
 import { backends, PG_LISTEN_URL, PG_URL, waitFor, type TestDatabase } from "./helpers/backends.js";
+import { cli } from "./helpers/cli.js";
 
-const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
 /** The stand-in replica: a database of its own on the same server, with other content. */
 const REPLICA_DB = "forge_jobs_replica";
 /**
@@ -162,19 +160,7 @@ describe.skipIf(!backends().some((b) => b.name === "postgres"))("readUrl: displa
   });
 
   it("forge-jobs status --read-url reads the replica", async () => {
-    const run = (args: string[]) =>
-      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, [BIN, ...args], {
-          env: { ...process.env, DATABASE_URL: "", DATABASE_READ_URL: "" },
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        let stdout = "";
-        let stderr = "";
-        child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-        child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-        child.on("error", reject);
-        child.on("close", (code) => resolve({ code, stdout, stderr }));
-      });
+    const run = (args: string[]) => cli(args, { env: { DATABASE_READ_URL: "" } });
     const common = ["--database-url", t.url, "--schema", t.schema!];
     const replica = await run(["status", "--json", ...common, "--read-url", replicaUrl]);
     expect(replica.stderr).toBe("");
