@@ -17,6 +17,7 @@ export const BATCHES_TABLE = "jobs_batches";
 export const COUNTS_TABLE = "jobs_counts";
 /** Jobs ended done or failed per queue and minute, a ring kept by triggers (migration 10): what the dashboard's chart reads. */
 export const MINUTES_TABLE = "jobs_minutes";
+export const HISTORY_TABLE = "jobs_history";
 
 export interface DatabaseSettings {
   /** PostgreSQL schema / MariaDB database holding the jobs table; null = the connection's default. */
@@ -50,6 +51,8 @@ export class JobsDatabase {
   readonly countsTable: string;
   /** Ended jobs per minute: the dashboard's chart. */
   readonly minutesTable: string;
+  /** Ended jobs (done, failed, cancelled): the write that ends a job moves its row here (run/ended.ts). */
+  readonly historyTable: string;
   /** The LISTEN/NOTIFY channel of this schema's queue. */
   readonly channel: string;
 
@@ -72,6 +75,7 @@ export class JobsDatabase {
     this.batchesTable = qualified(this.dialect, settings.schema, BATCHES_TABLE);
     this.countsTable = qualified(this.dialect, settings.schema, COUNTS_TABLE);
     this.minutesTable = qualified(this.dialect, settings.schema, MINUTES_TABLE);
+    this.historyTable = qualified(this.dialect, settings.schema, HISTORY_TABLE);
     this.channel = settings.schema ? `forge_jobs.${settings.schema}` : "forge_jobs";
   }
 

@@ -181,3 +181,45 @@ export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
       return { ...base, status: "waiting" };
   }
 }
+
+/**
+ * Every stored column of the jobs table, which jobs_history has too (migrations 8 and 14): what
+ * the move of an ended job copies. A migration that adds a column to one adds it to both, and
+ * here (schema-parity.test.ts compares this list with both tables on every backend).
+ */
+export const STORED_COLUMNS = [
+  "id",
+  "queue",
+  "task",
+  "payload",
+  "status",
+  "priority",
+  "attempts",
+  "max_attempts",
+  "last_error",
+  "run_at",
+  "locked_until",
+  "heartbeat_at",
+  "claim_token",
+  "locked_by",
+  "progress",
+  "result",
+  "tenant",
+  "idempotency_key",
+  "dedup_key",
+  "trace_context",
+  "created_at",
+  "updated_at",
+  "finished_at",
+  "started_at",
+  "group_key",
+  "concurrency_key",
+  "snoozes",
+  "max_snoozes",
+  "deps_pending",
+  "on_dependency_failure",
+  "has_dependents",
+  "batch_id",
+] as const;
+
+export type StoredColumn = (typeof STORED_COLUMNS)[number];

@@ -4,6 +4,7 @@ import { JobError } from "../base/errors.js";
 import type { FlowItem, FlowPlan } from "./flow-spec.js";
 import type { NewJob } from "../enqueue/new-job.js";
 import { valuesList } from "../core/sql.js";
+import { moveEnded, whileEnding } from "../run/ended.js";
 
 /** Inserts checked jobs inside the caller's transaction, ids in input order (enqueue.ts's chunked insert). */
 export type InsertJobs = (tx: Executor, jobs: NewJob[]) => Promise<number[]>;
@@ -29,6 +30,11 @@ export async function insertFlow(
   field: (i: number, name: string) => string,
 ): Promise<number[]> {
   checkLocalTenants(jobs, plan, field);
+  // A job whose dependency already failed or was cancelled ends at its enqueue: history must be able to take it.
+  return whileEnding(db, () => writeFlow(db, jobs, plan, insert, field));
+}
+
+function writeFlow(db: JobsDatabase, jobs: NewJob[], plan: FlowPlan, insert: InsertJobs, field: (i: number, name: string) => string): Promise<number[]> {
   return db.executor.transaction(async (tx) => {
     const existing = await lockExisting(db, tx, plan.existingIds);
     plan.items.forEach((item, i) => {
@@ -47,6 +53,11 @@ export async function insertFlow(
     const states: State[] = new Array(jobs.length);
     for (const i of plan.order) states[i] = stateOf(plan.items[i] as FlowItem, existing, states, ids);
     await writeStates(db, tx, plan, states, ids);
+    await moveEnded(
+      db,
+      tx,
+      ids.filter((_, i) => FINISHED_BADLY.has((states[i] as State | undefined)?.status ?? "")),
+    );
     const edges = plan.items.flatMap((item, i) => [...item.existing, ...item.local.map((j) => ids[j] as number)].map((dep) => [ids[i] as number, dep]));
     for (let from = 0; from < edges.length; from += EDGES_PER_STATEMENT) {
       const chunk = edges.slice(from, from + EDGES_PER_STATEMENT);
@@ -96,6 +107,15 @@ async function lockExisting(db: JobsDatabase, tx: Executor, ids: number[]): Prom
     [ids],
   );
   for (const r of rows) found.set(Number(r.id), { status: r.status, tenant: r.tenant, hasDependents: Boolean(Number(r.has_dependents)) });
+  // Dependencies that have ended are in history: read there (an ended row no longer changes).
+  const ended = ids.filter((id) => !found.has(id));
+  if (ended.length > 0) {
+    const { rows: history } = await tx.query<{ id: number | string; status: string; tenant: string | null }>(
+      `SELECT id, status, tenant FROM ${db.historyTable} WHERE ${db.sql.inList("id", "$1")}`,
+      [ended],
+    );
+    for (const r of history) found.set(Number(r.id), { status: r.status, tenant: r.tenant, hasDependents: true });
+  }
   return found;
 }
 

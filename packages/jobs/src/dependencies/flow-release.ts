@@ -1,11 +1,13 @@
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
+import { moveEnded } from "../run/ended.js";
 
 /**
  * What happens to the jobs that wait on others when those end: dependents (`dependsOn`) are
  * released, failed or cancelled by their policy, and a batch whose last item ended releases
  * its callback. Called by every write that ends a job (complete, fail for good, cancel, reclaim
- * that fails), inside that write's transaction: a crash commits both or neither.
+ * that fails), inside that write's transaction: a crash commits both or neither. The jobs this
+ * ends on the way (dependents failed or cancelled by their policy) leave the live table in it too.
  */
 
 /** A job that has just ended, as the write that ended it read it back. */
@@ -48,13 +50,16 @@ interface EdgeRow {
 export async function releaseAfterEnd(db: JobsDatabase, tx: Executor, ended: readonly EndedJob[]): Promise<void> {
   const queues = new Set<string>();
   const batches = new Set<number>();
+  const cascaded: number[] = [];
   let round = ended.filter(needsRelease);
   while (round.length > 0) {
     for (const job of round) if (job.batchId !== null) batches.add(job.batchId);
     const parents = round.filter((job) => job.hasDependents);
     round = parents.length === 0 ? [] : await settleDependents(db, tx, parents, queues);
+    for (const job of round) cascaded.push(job.id);
   }
   for (const batchId of [...batches].sort((a, b) => a - b)) await finishBatch(db, tx, batchId, queues);
+  await moveEnded(db, tx, cascaded);
   await wake(db, tx, queues);
 }
 
@@ -160,11 +165,17 @@ async function wake(db: JobsDatabase, tx: Executor, queues: Set<string>): Promis
 }
 
 /**
- * For writes that end jobs without reading them back (fail, cancel, reclaim): reads the ended
- * jobs' flags (rows this transaction already holds) and releases.
+ * For writes that end jobs without reading them back (fail, cancel, reclaim), in their
+ * transaction: reads the ended jobs' flags (rows this transaction already holds), releases what
+ * waited on them, then moves them into history (run/ended.ts).
  */
-export async function releaseEndedIds(db: JobsDatabase, tx: Executor, ids: readonly number[], status: EndedJob["status"]): Promise<void> {
+export async function settleEndedIds(db: JobsDatabase, tx: Executor, ids: readonly number[], status: EndedJob["status"]): Promise<void> {
   if (ids.length === 0) return;
+  await releaseEndedIds(db, tx, ids, status);
+  await moveEnded(db, tx, ids);
+}
+
+async function releaseEndedIds(db: JobsDatabase, tx: Executor, ids: readonly number[], status: EndedJob["status"]): Promise<void> {
   const { rows } = await tx.query<{ id: number | string; has_dependents: unknown; batch_id: number | string | null }>(
     `SELECT id, has_dependents, batch_id FROM ${db.table}
      WHERE ${db.sql.inList("id", "$1")} AND (has_dependents OR batch_id IS NOT NULL) ORDER BY id${forUpdate(db)}`,

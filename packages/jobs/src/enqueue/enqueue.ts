@@ -3,7 +3,7 @@ import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import { JobError } from "../base/errors.js";
 import { insertStatement } from "./insert-statement.js";
-import { findExisting, snapshotError } from "./key-conflicts.js";
+import { findExisting, snapshotError, yieldToEndedKeys } from "./key-conflicts.js";
 import { insertFlow, type InsertJobs } from "../dependencies/flow-enqueue.js";
 import { readFlowPlan } from "../dependencies/flow-spec.js";
 import { hasKey, isItemShaped, prepareJob, type InsertedRow, type NewJob } from "./new-job.js";
@@ -42,11 +42,22 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
   const plan = readFlowPlan([options], ownField);
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) =>
-    plan ? insertFlow(db, [traced(job, trace)], plan, inserter(db), ownField) : insertJobs(db, db.executor, [traced(job, trace)], ownField),
+    plan ? insertFlow(db, [traced(job, trace)], plan, inserter(db), ownField) : insertOne(db, traced(job, trace)),
   );
   wakeLocalWorkers(db, [job]);
   countEnqueued([job]);
   return id as number;
+}
+
+/**
+ * A job with an idempotency key is inserted in a transaction with its look-up in history
+ * (yieldToEndedKeys), so that a job this call must yield to is never visible beside it. On an
+ * application's SQLite handle with its own transaction open, the statements run in that
+ * transaction as they are (it allows no pause before its first statement).
+ */
+function insertOne(db: JobsDatabase, job: NewJob): Promise<number[]> {
+  if (job.idempotencyKey === null || db.executor.callerTransactionOpen?.()) return insertJobs(db, db.executor, [job], ownField);
+  return db.executor.transaction((tx) => insertJobs(db, tx, [job], ownField));
 }
 
 /** Where the server cannot push (SQLite, MariaDB), the workers of this process hear of ready jobs directly. */
@@ -156,6 +167,7 @@ type FieldName = (index: number, field: string) => string;
  */
 async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[], field: FieldName, inserted?: number[]): Promise<number[]> {
   const ids: (number | undefined)[] = new Array(jobs.length);
+  const ours = new Map<number, number>();
   let pending = jobs.map((_, i) => i);
   for (let round = 0; round < MAX_ENQUEUE_ATTEMPTS && pending.length > 0; round++) {
     const batch = pending.map((i) => jobs[i] as NewJob);
@@ -173,6 +185,7 @@ async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[], 
     } else {
       assignInserted(batch, pending, rows, ids);
     }
+    for (const i of pending) if (ids[i] !== undefined) ours.set(i, ids[i] as number);
     if (inserted) for (const i of pending) if (ids[i] !== undefined) inserted.push(ids[i] as number);
     const conflicted = pending.filter((i) => ids[i] === undefined);
     for (const i of conflicted) {
@@ -185,6 +198,7 @@ async function insertJobs(db: JobsDatabase, executor: Executor, jobs: NewJob[], 
     const name = field(pending[0] as number, "dedupKey");
     throw new JobError("enqueue: the job's key kept changing hands (its holder ended between our insert and our read); try again", name);
   }
+  for (const [i, id] of await yieldToEndedKeys(db, executor, jobs, ours, field)) ids[i] = id;
   return ids as number[];
 }
 

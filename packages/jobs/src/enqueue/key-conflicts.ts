@@ -63,3 +63,43 @@ async function readHolder(db: JobsDatabase, executor: Executor, sql: string, key
   if (row || db.dialect !== "mysql") return row;
   return (await executor.query<Holder>(`${sql} LOCK IN SHARE MODE`, [key])).rows[0];
 }
+
+/**
+ * An idempotency key stays taken while its ended job is kept in history, which no unique index
+ * of the live table sees (PostgreSQL's history is partitioned by finished time, and a unique
+ * index there must hold the partition key). So a keyed insert looks its keys up in history in
+ * a later statement of its transaction: at READ COMMITTED that statement sees a holder that
+ * ended before it (a job ending while the insert waited on its live row is in history by then).
+ * The jobs found there win: this call's rows for those keys are deleted again, and the
+ * ended jobs' ids returned in their place. `inserted` maps an index of `jobs` to the id this
+ * call inserted for it.
+ */
+export async function yieldToEndedKeys(
+  db: JobsDatabase,
+  executor: Executor,
+  jobs: readonly KeyedJob[],
+  inserted: ReadonlyMap<number, number>,
+  field: (index: number, name: string) => string,
+): Promise<Map<number, number>> {
+  const keyed = [...inserted.keys()].filter((i) => jobs[i]?.idempotencyKey != null);
+  const won = new Map<number, number>();
+  if (keyed.length === 0) return won;
+  const keys = keyed.map((i) => jobs[i]?.idempotencyKey as string);
+  const { rows } = await executor.query<Holder & { idempotency_key: string }>(
+    `SELECT id, tenant, idempotency_key FROM ${db.historyTable} WHERE ${db.sql.inList("idempotency_key", "$1")}`,
+    [keys],
+  );
+  if (rows.length === 0) return won;
+  const holders = new Map(rows.map((r) => [r.idempotency_key, r]));
+  for (const i of keyed) {
+    const holder = holders.get(jobs[i]?.idempotencyKey as string);
+    if (!holder) continue;
+    if ((holder.tenant ?? null) !== (jobs[i]?.tenant ?? null)) {
+      throw new JobError(`${field(i, "idempotencyKey")} is already used by a job of another tenant; include the tenant in the key`, field(i, "idempotencyKey"));
+    }
+    won.set(i, Number(holder.id));
+  }
+  const mine = [...won.keys()].map((i) => inserted.get(i) as number);
+  if (mine.length > 0) await executor.query(`DELETE FROM ${db.table} WHERE ${db.sql.inList("id", "$1")}`, [mine]);
+  return won;
+}

@@ -3,7 +3,8 @@ import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import { JobError } from "../base/errors.js";
 import { pruneFlowEdges } from "../dependencies/flow-prune.js";
-import { releaseEndedIds } from "../dependencies/flow-release.js";
+import { settleEndedIds } from "../dependencies/flow-release.js";
+import { whileEnding } from "../run/ended.js";
 import { type AdminOptions, type DatabaseOptions, type PruneHistoryOptions, type PruneOptions } from "../core/options.js";
 import { ADMIN_OPTION_KEYS, DATABASE_OPTION_KEYS, PRUNE_HISTORY_OPTION_KEYS, PRUNE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { checkHistoryDialect, dropPartitions, listPartitions, moveBatch, restoreArchived, type HistoryPartition } from "./history.js";
@@ -29,15 +30,17 @@ function checkAdminCall(id: unknown, options: AdminOptions, where: string): { db
 export async function cancelJob(id: number, options: AdminOptions = {}): Promise<boolean> {
   const { db, tenant } = checkAdminCall(id, options, "cancelJob");
   // A waiting job can be cancelled too; its dependents and batch learn of it in the same transaction.
-  return db.executor.transaction(async (tx) => {
-    const { rowCount } = await tx.query(
-      `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
-       WHERE id = $1 AND status IN ('pending', 'running', 'waiting')${tenant === null ? "" : " AND tenant = $2"}`,
-      tenant === null ? [id] : [id, tenant],
-    );
-    if (rowCount > 0) await releaseEndedIds(db, tx, [id], "cancelled");
-    return rowCount > 0;
-  });
+  return whileEnding(db, () =>
+    db.executor.transaction(async (tx) => {
+      const { rowCount } = await tx.query(
+        `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
+         WHERE id = $1 AND status IN ('pending', 'running', 'waiting')${tenant === null ? "" : " AND tenant = $2"}`,
+        tenant === null ? [id] : [id, tenant],
+      );
+      if (rowCount > 0) await settleEndedIds(db, tx, [id], "cancelled");
+      return rowCount > 0;
+    }),
+  );
 }
 
 /**

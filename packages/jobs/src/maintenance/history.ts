@@ -10,7 +10,8 @@ import type { FinishedStatus } from "./prune-batch.js";
  * range-partitioned by finished time, one partition per UTC day, so that retention drops whole
  * partitions (instant, no row deleted, nothing for vacuum) instead of deleting rows one by one.
  */
-export const HISTORY_TABLE = "jobs_history";
+import { HISTORY_TABLE } from "../core/database.js";
+export { HISTORY_TABLE };
 
 /** A partition's name: the history table's with the UTC day it holds, `jobs_history_p20261201`. */
 const PARTITION = /^jobs_history_p(\d{4})(\d{2})(\d{2})$/;
@@ -22,7 +23,7 @@ const NO_PARTITION_FOR_ROW = "23514";
 const DROP_LOCK_TIMEOUT = "10s";
 
 export function historyTable(db: JobsDatabase): string {
-  return qualified(db.dialect, db.schema, HISTORY_TABLE);
+  return db.historyTable;
 }
 
 /** The history table is PostgreSQL's: elsewhere, a JobError that says what to do instead. */
@@ -80,6 +81,21 @@ async function ensurePartitions(db: JobsDatabase, days: readonly string[]): Prom
       );
     }
   });
+}
+
+/**
+ * Makes the partitions of the UTC days `from` … `to` days from the server's today (−1 … 1:
+ * yesterday, today, tomorrow) that do not exist yet. The server's clock, as every ending
+ * write's `now()` is.
+ */
+export async function ensureDays(db: JobsDatabase, from: number, to: number): Promise<void> {
+  const { rows } = await db.executor.query<{ day: string }>(
+    `SELECT to_char((now() AT TIME ZONE 'UTC')::date + d, 'YYYY-MM-DD') AS day FROM generate_series($1::int, $2::int) AS d`,
+    [from, to],
+  );
+  const existing = new Set((await listPartitions(db)).map((p) => p.day));
+  const missing = rows.map((r) => r.day).filter((day) => !existing.has(day));
+  if (missing.length > 0) await ensurePartitions(db, missing);
 }
 
 /**

@@ -1,7 +1,8 @@
 import { resolveDb } from "../core/connect.js";
 import type { JobsDatabase } from "../core/database.js";
 import { lockUpdateRead } from "../core/lock-update-read.js";
-import { releaseEndedIds } from "../dependencies/flow-release.js";
+import { settleEndedIds } from "../dependencies/flow-release.js";
+import { whileEnding } from "../run/ended.js";
 import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
 import { type ReclaimOptions } from "../core/options.js";
 import { RECLAIM_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
@@ -113,12 +114,14 @@ function reclaimSet(db: JobsDatabase, prefix: string): string {
  */
 export async function reclaimJobs(db: JobsDatabase, silentFor: number | null, queue: string | null): Promise<ReclaimedJob[]> {
   // One transaction: a job failed here releases its dependents and batch with it.
-  const rows = await db.executor.transaction(async (tx) => {
-    const reclaimed = (await runSql<ReclaimedRow>(tx, forDialect(RECLAIM, db.dialect, "reclaim")(db), [silentFor, queue, WORKER_LOST_PREFIX])).rows;
-    const failed = reclaimed.filter((r) => r.status === "failed").map((r) => Number(r.id));
-    await releaseEndedIds(db, tx, failed, "failed");
-    return reclaimed;
-  });
+  const rows = await whileEnding(db, () =>
+    db.executor.transaction(async (tx) => {
+      const reclaimed = (await runSql<ReclaimedRow>(tx, forDialect(RECLAIM, db.dialect, "reclaim")(db), [silentFor, queue, WORKER_LOST_PREFIX])).rows;
+      const failed = reclaimed.filter((r) => r.status === "failed").map((r) => Number(r.id));
+      await settleEndedIds(db, tx, failed, "failed");
+      return reclaimed;
+    }),
+  );
   return rows.map((r) => ({ id: Number(r.id), queue: r.queue, task: r.task, attempts: Number(r.attempts), status: r.status }));
 }
 

@@ -1,3 +1,4 @@
+import { liveJobsOnly } from "./history-store.js";
 import { COUNT_SHARDS, MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
 
 /**
@@ -292,4 +293,5 @@ export const mysqlMigrations: Migration[] = [
     // See migrations/postgres.ts version 13: nothing to change here, recorded all the same.
     statements: () => [],
   },
+  liveJobsOnly("mysql"),
 ];

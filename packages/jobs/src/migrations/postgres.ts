@@ -1,3 +1,4 @@
+import { liveJobsOnly } from "./history-store.js";
 import { finishedCounts, finishedMinutes } from "./postgres-counts.js";
 import type { Migration } from "./types.js";
 
@@ -226,4 +227,5 @@ export const postgresMigrations: Migration[] = [
     // nothing to change here. Recorded all the same, like SQLite's version 8.
     statements: () => [],
   },
+  liveJobsOnly("postgres"),
 ];

@@ -1,3 +1,4 @@
+import { liveJobsOnly } from "./history-store.js";
 import { dialectFor } from "../dialects/index.js";
 
 const SQLITE = dialectFor("sqlite");
@@ -252,4 +253,5 @@ export const sqliteMigrations: Migration[] = [
       `CREATE INDEX ${index("jobs_finished")} ON ${table.slice(table.lastIndexOf(".") + 1)} (finished_at) WHERE ${SQLITE.finished()}`,
     ],
   },
+  liveJobsOnly("sqlite"),
 ];

@@ -1,5 +1,7 @@
 import type { JobsDatabase } from "../core/database.js";
-import { lockOwnRuns, lockUpdateRead } from "../core/lock-update-read.js";
+import { lockOwnRuns } from "../core/lock-update-read.js";
+import type { StoredColumn } from "../core/job-row.js";
+import { endingSelect, STORED_LIST, whileEnding } from "./ended.js";
 import type { Executor } from "../db/executor.js";
 import { errorMessage } from "../base/errors.js";
 import { failJob } from "./fail.js";
@@ -24,66 +26,97 @@ interface CompletedRow {
   batch_id?: number | string | null;
 }
 
+/** The ended row's values, replacing the live row's in what goes into history. */
+function doneValues(db: JobsDatabase, result: string): Partial<Record<StoredColumn, string>> {
+  const typed = (type: string) => (db.dialect === "postgres" ? `NULL::${type}` : "NULL");
+  return {
+    status: "'done'",
+    result,
+    finished_at: db.sql.now,
+    updated_at: db.sql.now,
+    locked_until: typed("timestamptz"),
+    claim_token: typed("uuid"),
+  };
+}
+
 /**
  * `flow`: false for the plain statement, which completes only jobs without dependents or a
  * batch (the guard is read on the row's latest version, so a dependent enqueued meanwhile
  * sends its job to the flow statement); true for the flow statement, which returns what the
  * release needs and runs inside the transaction that releases (completeGroup).
+ *
+ * A completed job leaves the live table in the write that completes it (run/ended.ts): its row
+ * goes into history with the ending values.
  */
 const COMPLETE: PerDialect<(db: JobsDatabase, flow: boolean) => string | Script<CompletedRow>> = {
-  // Fenced by the token alone: it is cleared whenever a job leaves `running` (done here,
-  // failed, reclaimed, cancelled, handed back), so a taken-over run matches nothing. Without a
-  // `status = 'running'` condition the planner cannot drive the join from the jobs_running
-  // partial index — which statistics taken while nothing ran estimate at one row, turning
-  // each batch into running-rows × batch comparisons — only from the primary key, by the join
-  // on v. No `j.id = ANY($1)` beside it: with the guard on dependents and batches, the generic
-  // plan of a fresh table (no statistics) estimated that scan at one row and put the unnest
-  // inside a nested loop, rescanned per row — batch × batch comparisons, a completion of
-  // 1,000 jobs in 190 ms. Driven from v, a batch is one primary-key probe per job (or, on a
-  // small table, one hash join).
+  // One statement: the DELETE … RETURNING feeds the history INSERT, so the job is in exactly
+  // one table at every instant. Fenced by the token alone: it is cleared whenever a job leaves
+  // `running` (failed, reclaimed, cancelled, handed back), so a taken-over run matches nothing.
+  // Driven from v: a batch is one primary-key probe per job (or, on a small table, one hash
+  // join); no `j.id = ANY($1)` beside the join, whose generic plan once put the unnest inside a
+  // nested loop, rescanned per row.
   postgres: (db, flow) => `
-    UPDATE ${db.table} AS j
-    SET status = 'done', result = v.result::jsonb, finished_at = now(), updated_at = now(), locked_until = NULL, claim_token = NULL
-    FROM unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
-    WHERE j.id = v.id AND j.claim_token = v.token${flow ? "" : " AND NOT j.has_dependents AND j.batch_id IS NULL"}
-    RETURNING j.id, v.token::text AS claim_token${flow ? ", j.has_dependents, j.batch_id" : ""}`,
-  // One JSON array of [id, token, result] triples, read by one json_each: joining three
-  // json_each (one per array) on their keys was a nested loop, quadratic in the batch, that
-  // capped SQLite's throughput whatever the concurrency. Rows are found by id (rowid):
-  // the unary + keeps `status = 'running'` from steering the planner to the jobs_running
-  // index, a scan of every running row per element of the batch.
+    WITH gone AS (
+      DELETE FROM ${db.table} AS j
+      USING unnest($1::bigint[], $2::uuid[], $3::text[]) AS v(id, token, result)
+      WHERE j.id = v.id AND j.claim_token = v.token${flow ? "" : " AND NOT j.has_dependents AND j.batch_id IS NULL"}
+      RETURNING ${endingSelect("j", doneValues(db, "v.result::jsonb"))}, v.token::text AS kept_token
+    ), moved AS (
+      INSERT INTO ${db.historyTable} (${STORED_LIST}) SELECT ${STORED_LIST} FROM gone
+    )
+    SELECT id, kept_token AS claim_token${flow ? ", has_dependents, batch_id" : ""} FROM gone`,
+  // In completeGroup's transaction: copy the completed rows into history with their ending
+  // values, then delete them, returning the tokens that were current. One JSON array of
+  // [id, token, result] triples, read by one json_each (joining three json_each on their keys
+  // was a nested loop, quadratic in the batch). Rows are found by id (rowid): the unary +
+  // keeps `status = 'running'` from steering the planner to the jobs_running index. The DELETE
+  // matches the same rows as the INSERT: ids and tokens from the batch (a token is one run's
+  // only), under SQLite's single writer, in one transaction.
   sqlite:
     (db, flow) =>
-    (executor, [ids, tokens, results]) =>
-      executor.query<CompletedRow>(
-        `UPDATE ${db.table} AS j
-       SET status = 'done', result = v.result, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL
-       FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token, json_extract(e.value, '$[2]') AS result
-             FROM json_each($1) AS e) AS v
-       WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'${flow ? "" : " AND NOT j.has_dependents AND j.batch_id IS NULL"}
-       RETURNING id, claim_token${flow ? ", has_dependents, batch_id" : ""}`,
-        [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i], (results as (string | null)[])[i] ?? null]))],
-      ),
-  // No UPDATE … RETURNING: lock the rows still ours, then update exactly those, in one
-  // transaction (completeGroup's). Matched on (id, token) by lockOwnRuns, or a stale run's
-  // result could land beside its successor's. One statement serves both: the flags come with the lock.
+    async (executor, [ids, tokens, results]) => {
+      const triples = JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i], (results as (string | null)[])[i] ?? null]));
+      const guard = flow ? "" : " AND NOT has_dependents AND batch_id IS NULL";
+      await executor.query(
+        `INSERT INTO ${db.historyTable} (${STORED_LIST})
+         SELECT ${endingSelect("j", doneValues(db, "v.result"))}
+         FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token, json_extract(e.value, '$[2]') AS result
+               FROM json_each($1) AS e) AS v, ${db.table} AS j
+         WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'${guard.replaceAll(" has_", " j.has_").replaceAll(" batch_", " j.batch_")}`,
+        [triples],
+      );
+      return executor.query<CompletedRow>(
+        `DELETE FROM ${db.table}
+         WHERE id IN (SELECT json_extract(e.value, '$[0]') FROM json_each($1) AS e)
+           AND claim_token IN (SELECT json_extract(e.value, '$[1]') FROM json_each($1) AS e) AND +status = 'running'${guard}
+         RETURNING id, claim_token${flow ? ", has_dependents, batch_id" : ""}`,
+        [triples],
+      );
+    },
+  // No DELETE … RETURNING worth its locks here: lock the rows still ours, copy exactly those
+  // into history, delete them, in one transaction (completeGroup's). Matched on (id, token) by
+  // lockOwnRuns, or a stale run's result could land beside its successor's. The flags come
+  // with the lock.
   mysql:
     (db) =>
-    (tx, [ids, tokens, results]) =>
-      lockUpdateRead(db, tx, {
-        lock: (t) =>
-          lockOwnRuns<{ id: number; claim_token: string; result: string | null }, Pick<CompletedRow, "has_dependents" | "batch_id">>(
-            db,
-            t,
-            (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string, result: (results as (string | null)[])[i] ?? null })),
-            ["has_dependents", "batch_id"],
-          ),
-        set: (kept) => ({
-          set: `status = 'done', result = ${db.sql.mariadb!.valueForId("$1", "$2")}, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}, locked_until = NULL`,
-          params: [kept.map((k) => k.result)],
-        }),
-        answer: (kept): CompletedRow[] => kept.map(({ id, claim_token, has_dependents, batch_id }) => ({ id, claim_token, has_dependents, batch_id })),
-      }),
+    async (tx, [ids, tokens, results]) => {
+      const kept = await lockOwnRuns<{ id: number; claim_token: string; result: string | null }, Pick<CompletedRow, "has_dependents" | "batch_id">>(
+        db,
+        tx,
+        (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string, result: (results as (string | null)[])[i] ?? null })),
+        ["has_dependents", "batch_id"],
+      );
+      if (kept.length === 0) return { rows: [], rowCount: 0 };
+      const keptIds = kept.map((k) => k.id);
+      await tx.query(
+        `INSERT INTO ${db.historyTable} (${STORED_LIST})
+         SELECT ${endingSelect("j", doneValues(db, db.sql.mariadb!.valueForId("$1", "$2")))} FROM ${db.table} AS j WHERE ${db.sql.inList("j.id", "$1")}`,
+        [keptIds, kept.map((k) => k.result)],
+      );
+      await tx.query(`DELETE FROM ${db.table} WHERE ${db.sql.inList("id", "$1")}`, [keptIds]);
+      const rows = kept.map(({ id, claim_token, has_dependents, batch_id }) => ({ id, claim_token, has_dependents, batch_id }));
+      return { rows, rowCount: rows.length };
+    },
 };
 
 /**
@@ -109,13 +142,15 @@ export async function completeRuns(db: JobsDatabase, unordered: readonly Complet
   // Id order, as in extendLeases: the same lock order on every connection, so no deadlock.
   const completions = [...unordered].sort((a, b) => a.id - b.id);
   try {
-    const groups =
-      db.dialect === "mysql" ? bySize(completions, await statementBudget(db), quotedBytes) : bySize(completions, MAX_STATEMENT_BYTES, (r) => r.length * 3);
-    if (groups.length === 1) return await completeGroup(db, db.executor, completions);
-    return await db.executor.transaction(async (tx) => {
-      const kept = new Set<string>();
-      for (const group of groups) for (const token of await completeGroup(db, tx, group)) kept.add(token);
-      return kept;
+    return await whileEnding(db, async () => {
+      const groups =
+        db.dialect === "mysql" ? bySize(completions, await statementBudget(db), quotedBytes) : bySize(completions, MAX_STATEMENT_BYTES, (r) => r.length * 3);
+      if (groups.length === 1) return await completeGroup(db, db.executor, completions);
+      return await db.executor.transaction(async (tx) => {
+        const kept = new Set<string>();
+        for (const group of groups) for (const token of await completeGroup(db, tx, group)) kept.add(token);
+        return kept;
+      });
     });
   } catch (error) {
     if (!refusedForItsValues(db.dialect, error)) throw error;
@@ -152,7 +187,12 @@ async function completeGroup(db: JobsDatabase, executor: Executor, completions: 
   const kept = new Set<string>();
   let rest = completions;
   if (db.dialect !== "mysql") {
-    const { rows } = await runSql<CompletedRow>(executor, forDialect(COMPLETE, db.dialect, "complete")(db, false), params(completions), "complete");
+    const plain = forDialect(COMPLETE, db.dialect, "complete")(db, false);
+    // SQLite's is two statements (copy, delete): one transaction.
+    const { rows } =
+      db.dialect === "postgres"
+        ? await runSql<CompletedRow>(executor, plain, params(completions), "complete")
+        : await executor.transaction((tx) => runSql<CompletedRow>(tx, plain, params(completions), "complete"));
     for (const row of rows) kept.add(String(row.claim_token));
     rest = completions.filter((c) => !kept.has(c.token));
     if (rest.length === 0) return kept;

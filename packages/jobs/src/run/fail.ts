@@ -1,5 +1,6 @@
 import type { JobsDatabase } from "../core/database.js";
-import { releaseEndedIds } from "../dependencies/flow-release.js";
+import { settleEndedIds } from "../dependencies/flow-release.js";
+import { whileEnding } from "./ended.js";
 
 export type FailureOutcome =
   /** Back to pending, to run again after `delay` seconds. */
@@ -56,12 +57,14 @@ export async function failJob(db: JobsDatabase, id: number, token: string, outco
   const delay = outcome.kind === "retry" || outcome.kind === "snooze" ? outcome.delay : 0;
   const params = [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)];
   if (outcome.kind !== "fail") return (await db.executor.query(failSql(db), params, "fail")).rowCount > 0;
-  // Failed for good: its dependents and batch learn of it in the same transaction.
-  return db.executor.transaction(async (tx) => {
-    if ((await tx.query(failSql(db), params, "fail")).rowCount === 0) return false;
-    await releaseEndedIds(db, tx, [id], "failed");
-    return true;
-  });
+  // Failed for good: its dependents and batch learn of it, and it moves into history, in the same transaction.
+  return whileEnding(db, () =>
+    db.executor.transaction(async (tx) => {
+      if ((await tx.query(failSql(db), params, "fail")).rowCount === 0) return false;
+      await settleEndedIds(db, tx, [id], "failed");
+      return true;
+    }),
+  );
 }
 
 /** How often a running job has snoozed and may snooze; null when `token` no longer holds it. */

@@ -1,5 +1,6 @@
 import { resolveDb } from "../core/connect.js";
-import { releaseEndedIds } from "../dependencies/flow-release.js";
+import { settleEndedIds } from "../dependencies/flow-release.js";
+import { whileEnding } from "../run/ended.js";
 import { cronSlots } from "./cron-slots.js";
 import type { JobsDatabase } from "../core/database.js";
 import { enqueue } from "../enqueue/enqueue.js";
@@ -171,25 +172,25 @@ async function removeSchedule(db: JobsDatabase, name: string): Promise<boolean> 
 
 /** Cancels a schedule's runs that have not started: what `unschedule` and `pauseSchedule` promise. */
 export async function cancelPendingRuns(db: JobsDatabase, name: string): Promise<number> {
-  // A run that other jobs depend on releases them (by their policy) in the same transaction.
-  return db.executor.transaction(async (tx) => {
-    const awaited = await tx.query<{ id: number | string }>(
-      `SELECT id FROM ${db.table} WHERE status = 'pending' AND idempotency_key LIKE $1 ESCAPE '!' AND has_dependents${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
-      [slotKeyPattern(name)],
-    );
-    const { rowCount } = await tx.query(
-      `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
-       WHERE status = 'pending' AND idempotency_key LIKE $1 ESCAPE '!'`,
-      [slotKeyPattern(name)],
-    );
-    await releaseEndedIds(
-      db,
-      tx,
-      awaited.rows.map((r) => Number(r.id)),
-      "cancelled",
-    );
-    return rowCount;
-  });
+  // A run that other jobs depend on releases them (by their policy) in the same transaction,
+  // and every cancelled run moves into history in it.
+  return whileEnding(db, () =>
+    db.executor.transaction(async (tx) => {
+      const pending = await tx.query<{ id: number | string }>(
+        `SELECT id FROM ${db.table} WHERE status = 'pending' AND idempotency_key LIKE $1 ESCAPE '!' ORDER BY id${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
+        [slotKeyPattern(name)],
+      );
+      const ids = pending.rows.map((r) => Number(r.id));
+      if (ids.length === 0) return 0;
+      const { rowCount } = await tx.query(
+        `UPDATE ${db.table} SET status = 'cancelled', claim_token = NULL, locked_until = NULL, finished_at = ${db.sql.now}, updated_at = ${db.sql.now}
+         WHERE ${db.sql.inList("id", "$1")} AND status = 'pending'`,
+        [ids],
+      );
+      await settleEndedIds(db, tx, ids, "cancelled");
+      return rowCount;
+    }),
+  );
 }
 
 /** Removes a schedule and cancels its pending runs; running ones finish. False when there was none. */
