@@ -6,6 +6,7 @@ import { connect, migrate, type JobsDatabase } from "../../src/index.js";
 import { toQuestionMarks } from "../../src/db/placeholders.js";
 import type { SqliteDatabase } from "../../src/db/sqlite.js";
 import { sqlite as sqliteDialect } from "../../src/dialects/sqlite.js";
+import { STORED_COLUMNS } from "../../src/core/job-row.js";
 
 export const PG_URL = process.env.FORGE_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 /**
@@ -32,7 +33,11 @@ export interface TestDatabase {
   schema: string | undefined;
   /** The database clock, as the queue sees it. */
   now(): Promise<Date>;
-  /** Raw SQL for assertions the API does not expose; `$1` placeholders. */
+  /**
+   * Raw SQL for assertions the API does not expose; `$1` placeholders. `{jobs}` names the live
+   * table (pending, waiting, running), `{history}` the ended jobs' table, `{all}` both as one
+   * relation of their stored columns, aliased `all_jobs` (`SELECT status FROM {all} WHERE id = $1`).
+   */
   sql<R extends object = Record<string, unknown>>(text: string, params?: unknown[]): Promise<R[]>;
   /**
    * Runs `fn` with the queue bound to a client inside a driver-native transaction that the
@@ -50,6 +55,15 @@ export interface TestDatabase {
 
 export interface TransactionOptions {
   isolation?: "read committed" | "repeatable read";
+}
+
+/** `{jobs}`, `{history}` and `{all}` in a test's SQL, for `db`. */
+export function tableNames(db: JobsDatabase, text: string): string {
+  const columns = STORED_COLUMNS.join(", ");
+  return text
+    .replaceAll("{all}", `(SELECT ${columns} FROM ${db.table} UNION ALL SELECT ${columns} FROM ${db.historyTable}) AS all_jobs`)
+    .replaceAll("{history}", db.historyTable)
+    .replaceAll("{jobs}", db.table);
 }
 
 export function uniqueName(prefix: string): string {
@@ -100,7 +114,7 @@ const postgres: Backend = {
       url: PG_URL,
       schema,
       now: async () => (await db.executor.query<{ now: Date }>("SELECT now() AS now")).rows[0]!.now,
-      sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
+      sql: async (text, params) => (await db.executor.query(tableNames(db, text), params)).rows as never,
       withTransaction: async (fn, outcome, options) => {
         const begin = options?.isolation ? `BEGIN ISOLATION LEVEL ${options.isolation.toUpperCase()}` : "BEGIN";
         return inClientTransaction(await (db.executor.raw as import("pg").Pool).connect(), db, fn, outcome, begin);
@@ -146,7 +160,7 @@ const sqlite: Backend = {
       url,
       schema: undefined,
       now: async () => new Date((await db.executor.query<{ now: number }>(`SELECT ${sqliteDialect.now} AS now`)).rows[0]!.now),
-      sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
+      sql: async (text, params) => (await db.executor.query(tableNames(db, text), params)).rows as never,
       withTransaction: async (fn, outcome) => {
         // The application's own connection to the same file, with its own transaction.
         const Database = (await import("better-sqlite3")).default;
@@ -208,7 +222,7 @@ const mysql: Backend = {
       url: MYSQL_URL,
       schema,
       now: async () => (await db.executor.query<{ now: Date }>("SELECT UTC_TIMESTAMP(6) AS now")).rows[0]!.now,
-      sql: async (text, params) => (await db.executor.query(text.replaceAll("{jobs}", db.table), params)).rows as never,
+      sql: async (text, params) => (await db.executor.query(tableNames(db, text), params)).rows as never,
       withTransaction: async (fn, outcome, options) => {
         const connection = await (db.executor.raw as MysqlPool).getConnection();
         // SET TRANSACTION (without SESSION) sets the level of the next transaction only.
