@@ -1,3 +1,4 @@
+import { pathToFileURL } from "node:url";
 import type * as Jobs from "../../packages/jobs/src/index.ts";
 
 export type Forge = typeof Jobs;
@@ -6,12 +7,22 @@ export type Forge = typeof Jobs;
  * @forge/jobs as users run it: the built package (`pnpm bench` builds it first, so it is what the
  * work tree holds). BENCH_FORGE_ENTRY=src imports its TypeScript source through tsx instead (no
  * build step), which costs CPU a user does not pay: tsx's transform keeps function names by
- * wrapping every closure as it is created.
+ * wrapping every closure as it is created. BENCH_FORGE_ENTRY=/abs/path/dist/index.js imports a
+ * build of another commit (a copy outside the tree, see BENCHMARKS.md "Storage per job: probes"),
+ * so a design can be measured while the tree's own build is changing under it.
  */
-const fromSource = process.env.BENCH_FORGE_ENTRY === "src";
+const entry = process.env.BENCH_FORGE_ENTRY;
+const fromSource = entry === "src";
+const fromPath = entry !== undefined && entry.startsWith("/");
 let loaded: Promise<Forge> | null = null;
 export function loadForge(): Promise<Forge> {
-  loaded ??= (fromSource ? import(new URL("../../packages/jobs/src/index.ts", import.meta.url).href) : import("@forge/jobs")) as Promise<Forge>;
+  loaded ??= (
+    fromSource
+      ? import(new URL("../../packages/jobs/src/index.ts", import.meta.url).href)
+      : fromPath
+        ? import(pathToFileURL(entry).href)
+        : import("@forge/jobs")
+  ) as Promise<Forge>;
   return loaded;
 }
 
