@@ -33,13 +33,14 @@ describe.each(backends())("statements per enqueue ($name)", (backend) => {
     expect((await getJob(keyed, { db: t.db }))?.payload).toEqual({ n: 2 });
   });
 
-  it("a job whose key is taken gets the holder's id: the insert, then one read", async () => {
+  it("a job whose idempotency key is taken gets the holder's id, in one transaction (the insert, then the reads)", async () => {
+    // An idempotency key stays taken by an ended job in history, which the live table's unique
+    // index does not see: the keyed insert and its look-up there share a transaction.
     const key = `taken-${Date.now()}`;
     const first = await enqueue("statements.keyed", null, { db: t.db, queue: "statements", idempotencyKey: key });
     const { db, sent } = counting();
     expect(await enqueue("statements.keyed", null, { db, queue: "statements", idempotencyKey: key })).toBe(first);
-    expect(sent).toHaveLength(2);
-    expect(sent).not.toContain("transaction");
+    expect(sent).toEqual(["transaction"]);
   });
 
   it("enqueueMany without keys, in one chunk, is one statement", async () => {

@@ -8,7 +8,7 @@ describe.each(backends())("idempotency and dedup keys ($name)", (backend) => {
   afterAll(() => t.close());
 
   async function count(where: string, params: unknown[]): Promise<number> {
-    const [row] = await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM {jobs} WHERE ${where}`, params);
+    const [row] = await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM {all} WHERE ${where}`, params);
     return Number(row!.n);
   }
 

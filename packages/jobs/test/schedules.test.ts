@@ -41,7 +41,7 @@ describe.each(backends())("schedules ($name)", (backend) => {
   /** The slots a schedule's jobs were enqueued for, from their idempotency keys, oldest first. */
   async function slotsOf(name: string, status?: string): Promise<string[]> {
     const rows = await t.sql<{ k: string }>(
-      `SELECT idempotency_key AS k FROM {jobs} WHERE idempotency_key LIKE $1${status ? ` AND status = '${status}'` : ""} ORDER BY idempotency_key`,
+      `SELECT idempotency_key AS k FROM {all} WHERE idempotency_key LIKE $1${status ? ` AND status = '${status}'` : ""} ORDER BY idempotency_key`,
       [`schedule:${name}@%`],
     );
     return rows.map((r) => r.k.slice(r.k.lastIndexOf("@") + 1));
@@ -305,7 +305,7 @@ describe.each(backends())("schedules ($name)", (backend) => {
   it("triggerSchedule enqueues a run now; a missing schedule is a JobError", async () => {
     await schedule("trigger-me", "0 0 1 1 *", { task: "tr", queue: "trigger", db: t.db });
     const id = await triggerSchedule("trigger-me", { db: t.db });
-    const [row] = await t.sql<{ task: string; queue: string; status: string }>("SELECT task, queue, status FROM {jobs} WHERE id = $1", [id]);
+    const [row] = await t.sql<{ task: string; queue: string; status: string }>("SELECT task, queue, status FROM {all} WHERE id = $1", [id]);
     expect(row).toEqual({ task: "tr", queue: "trigger", status: "pending" });
     await expect(triggerSchedule("nope", { db: t.db })).rejects.toBeInstanceOf(JobError);
   });

@@ -69,7 +69,7 @@ describe.each(backends())("snooze ($name)", (backend) => {
   /** What the assertions read: through getJob, the public reading. */
   async function row(id: number): Promise<{ status: string; attempts: number; snoozes: number; maxSnoozes: number; claimToken: string | null }> {
     const job = (await getJob(id, { db: t.db }))!;
-    const [r] = await t.sql<{ claim_token: string | null }>("SELECT claim_token FROM {jobs} WHERE id = $1", [id]);
+    const [r] = await t.sql<{ claim_token: string | null }>("SELECT claim_token FROM {all} WHERE id = $1", [id]);
     return { status: job.status, attempts: job.attempts, snoozes: job.snoozes, maxSnoozes: job.maxSnoozes, claimToken: r!.claim_token ?? null };
   }
 

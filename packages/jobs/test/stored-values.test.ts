@@ -42,7 +42,7 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
       await waitFor(
         `${ids.length} jobs of ${queue} to end`,
         async () => {
-          const [row] = await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status IN ('done', 'failed')`, [queue]);
+          const [row] = await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM {all} WHERE queue = $1 AND status IN ('done', 'failed')`, [queue]);
           return Number(row!.n) === ids.length;
         },
         options.timeoutMs ?? 30_000,
@@ -73,7 +73,7 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
     );
     const big = together(40, (p: { i: number }) => ({ i: p.i, blob: "x".repeat(600 * KIB) }));
     await runUntilEnded({ big }, "big-results", ids, { concurrency: 40 });
-    const rows = await t.sql<{ status: string }>("SELECT status FROM {jobs} WHERE queue = $1", ["big-results"]);
+    const rows = await t.sql<{ status: string }>("SELECT status FROM {all} WHERE queue = $1", ["big-results"]);
     expect(rows.map((r) => r.status)).toEqual(Array(40).fill("done"));
     const job = await getJob(ids[39]!, { db: t.db });
     expect(job?.result).toEqual({ i: 39, blob: "x".repeat(600 * KIB) });
@@ -143,18 +143,28 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
     }
   });
 
-  /** A rule of the application's on the table: no `column` containing `word` (its name and message do not contain the word). */
+  /**
+   * A rule of the application's on the jobs' tables, live and ended: no `column` containing
+   * `word` (its name and message do not contain the word). An ended job's values are written
+   * into history as it moves there; a failure's error is written on the live row first.
+   */
   async function refuseResultsContaining(word: string, column = "result"): Promise<() => Promise<void>> {
     const name = `refuse_${column}`;
     if (backend.name === "sqlite") {
       await t.sql(
         `CREATE TRIGGER ${name} BEFORE UPDATE OF ${column} ON {jobs} WHEN NEW.${column} LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'refused by rule'); END`,
       );
-      return async () => void (await t.sql(`DROP TRIGGER ${name}`));
+      await t.sql(`CREATE TRIGGER ${name}_ended BEFORE INSERT ON {history} WHEN NEW.${column} LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'refused by rule'); END`);
+      return async () => {
+        await t.sql(`DROP TRIGGER ${name}`);
+        await t.sql(`DROP TRIGGER ${name}_ended`);
+      };
     }
     const text = backend.name === "postgres" ? `${column}::text` : column;
-    await t.sql(`ALTER TABLE {jobs} ADD CONSTRAINT ${name} CHECK (${column} IS NULL OR ${text} NOT LIKE '%${word}%')`);
-    return async () => void (await t.sql(`ALTER TABLE {jobs} DROP CONSTRAINT ${name}`));
+    for (const table of ["{jobs}", "{history}"]) await t.sql(`ALTER TABLE ${table} ADD CONSTRAINT ${name} CHECK (${column} IS NULL OR ${text} NOT LIKE '%${word}%')`);
+    return async () => {
+      for (const table of ["{jobs}", "{history}"]) await t.sql(`ALTER TABLE ${table} DROP CONSTRAINT ${name}`);
+    };
   }
 
   it("a failure the database refuses to store for its message is still recorded, with the database's reason (audit 12.4)", async () => {
@@ -261,7 +271,7 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
     "with a raised maxPayloadBytes, a payload the server cannot take is a JobError naming max_allowed_packet (audit 12.16)",
     async () => {
       await withSettings({ maxPayloadBytes: 64 * MIB }, async (db) => {
-        const count = async () => Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1", ["packet-in"]))[0]!.n);
+        const count = async () => Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {all} WHERE queue = $1", ["packet-in"]))[0]!.n);
         const refusals = [
           () => enqueue("t", "x".repeat(20 * MIB), { db, queue: "packet-in" }),
           () => enqueueMany([{ task: "t" }, { task: "t", payload: "x".repeat(20 * MIB) }], { db, queue: "packet-in" }),

@@ -27,7 +27,7 @@ describe.each(backends())("bad input is refused with JobError and writes nothing
   afterAll(() => t.close());
 
   async function rows(): Promise<number> {
-    const [row] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs}");
+    const [row] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {all}");
     return Number(row!.n);
   }
 
@@ -124,7 +124,7 @@ describe.each(backends())("bad input is refused with JobError and writes nothing
   it("names that look like SQL, quotes and emoji are stored literally", async () => {
     const task = `x'); DROP TABLE jobs; -- "😀"`;
     const id = await enqueue(task, { q: 'it\'s "quoted"; DELETE' }, { db: t.db, queue: "q'; --" });
-    const [row] = await t.sql<{ task: string; queue: string }>("SELECT task, queue FROM {jobs} WHERE id = $1", [id]);
+    const [row] = await t.sql<{ task: string; queue: string }>("SELECT task, queue FROM {all} WHERE id = $1", [id]);
     expect(row).toEqual({ task, queue: "q'; --" });
   });
 });
@@ -143,7 +143,7 @@ describe.each(backends())("every entry point refuses unknown options and a lease
   afterAll(() => t.close());
 
   async function snapshot(): Promise<unknown[]> {
-    return t.sql("SELECT id, status, attempts, locked_until FROM {jobs} ORDER BY id");
+    return t.sql("SELECT id, status, attempts, locked_until FROM {all} ORDER BY id");
   }
 
   const cases: [string, () => Promise<unknown>, RegExp][] = [
@@ -243,8 +243,7 @@ describe.each(backends())("every entry point refuses unknown options and a lease
   it("prune with valid statuses still deletes what it names", async () => {
     const id = await enqueue("t", null, { db: t.db, queue: "prune" });
     await cancelJob(id, { db: t.db });
-    await t.sql(`UPDATE {jobs} SET finished_at = ${backend.name === "sqlite" ? "0" : "'2000-01-01'"} WHERE id = $1`, [id]);
-    expect(await prune({ db: t.db, olderThan: 3600, statuses: ["cancelled", "cancelled"] })).toBeGreaterThanOrEqual(1);
+    expect(await prune({ db: t.db, olderThan: 0, statuses: ["cancelled", "cancelled"] })).toBeGreaterThanOrEqual(1);
     expect(await getJob(id, { db: t.db })).toBeNull();
   });
 });
