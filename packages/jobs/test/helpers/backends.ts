@@ -36,7 +36,7 @@ export interface TestDatabase {
   /**
    * Raw SQL for assertions the API does not expose; `$1` placeholders. `{jobs}` names the live
    * table (pending, waiting, running), `{history}` the ended jobs' table, `{all}` both as one
-   * relation of their stored columns, aliased `all_jobs` (`SELECT status FROM {all} WHERE id = $1`).
+   * relation of their stored columns, aliased `all_jobs` (`SELECT status FROM {all} WHERE id = $1`), or as named by `{all as j}`.
    */
   sql<R extends object = Record<string, unknown>>(text: string, params?: unknown[]): Promise<R[]>;
   /**
@@ -57,11 +57,17 @@ export interface TransactionOptions {
   isolation?: "read committed" | "repeatable read";
 }
 
-/** `{jobs}`, `{history}` and `{all}` in a test's SQL, for `db`. */
-export function tableNames(db: JobsDatabase, text: string): string {
+/** Every job, live or ended: the live table and history as one relation of their stored columns, named `alias`. */
+export function allJobs(db: JobsDatabase, alias = "all_jobs"): string {
   const columns = STORED_COLUMNS.join(", ");
+  return `(SELECT ${columns} FROM ${db.table} UNION ALL SELECT ${columns} FROM ${db.historyTable}) AS ${alias}`;
+}
+
+/** `{jobs}`, `{history}`, `{all}` and `{all as j}` in a test's SQL, for `db`. */
+export function tableNames(db: JobsDatabase, text: string): string {
   return text
-    .replaceAll("{all}", `(SELECT ${columns} FROM ${db.table} UNION ALL SELECT ${columns} FROM ${db.historyTable}) AS all_jobs`)
+    .replace(/\{all as (\w+)\}/g, (_, alias: string) => allJobs(db, alias))
+    .replaceAll("{all}", allJobs(db))
     .replaceAll("{history}", db.historyTable)
     .replaceAll("{jobs}", db.table);
 }

@@ -14,7 +14,7 @@
 // an SQLite file must share one clock — run them on one machine).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, enqueueMany, getJob, type Job } from "../../src/index.js";
-import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { effectTables } from "./helpers/effects.js";
 import { Fleet } from "./helpers/fleet.js";
 import { died, enqueued, finalJobs, historyOf, type HistoryEvent } from "./helpers/history.js";
@@ -129,7 +129,7 @@ describe.each(backends())("clock skew between workers and the database ($name)",
       expect((await fleet.stop()).map((e) => e.code)).toEqual([0, 0, 0]);
       // The history of every run (RELIABILITY.md, "The history checker"): the victim's lines up to
       // its kill, the survivors' reclaims of its jobs and their runs, the replacement's.
-      const violations = checkHistory([...history, ...historyOf(fleet.all)], await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+      const violations = checkHistory([...history, ...historyOf(fleet.all)], await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db), queue));
       expect(violations, describeViolations(violations)).toEqual([]);
     },
     60_000,

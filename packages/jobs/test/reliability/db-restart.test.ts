@@ -6,7 +6,7 @@
 // leave nothing behind.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueue, enqueueMany, getJob, migrate, type JobsDatabase } from "../../src/index.js";
-import { waitFor } from "../helpers/backends.js";
+import { allJobs, waitFor } from "../helpers/backends.js";
 import { Child, fixture, killAll, type Message } from "./helpers/children.js";
 import { enqueued, finalJobs, historyOf, type HistoryEvent } from "./helpers/history.js";
 import { checkHistory, describeViolations } from "./helpers/history-check.js";
@@ -36,7 +36,7 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       return undefined;
     }
   }
-  const done = () => scalar(`SELECT count(*) AS n FROM ${db.table} WHERE status = 'done'`);
+  const done = () => scalar(`SELECT count(*) AS n FROM ${allJobs(db)} WHERE status = 'done'`);
   /** Every job done; fails at once (with its stderr) if a worker process died meanwhile. */
   const allDone = async (total: number) => {
     for (const child of children) child.assertRunning();
@@ -135,8 +135,8 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       await server.start();
       const faultsEndedAt = Date.now();
       const outageMs = Date.now() - stoppedAt;
-      expect(await scalar(`SELECT count(*) AS n FROM ${db.table} WHERE idempotency_key = 'during-the-outage'`)).toBe(0);
-      expect(await scalar(`SELECT count(*) AS n FROM ${db.table}`)).toBe(2 * BATCH);
+      expect(await scalar(`SELECT count(*) AS n FROM ${allJobs(db)} WHERE idempotency_key = 'during-the-outage'`)).toBe(0);
+      expect(await scalar(`SELECT count(*) AS n FROM ${allJobs(db)}`)).toBe(2 * BATCH);
       for (const w of workers) {
         // Backoff, not a hot loop: a handful of failed claims per worker for the whole outage.
         const claims = errorsSince(w, stoppedAt).filter((m) => m.during === "claiming jobs").length;
@@ -166,15 +166,15 @@ describe.skipIf(!BIN)("database restart and cut connections (a private PostgreSQ
       // Nobody crashed; every job is done (at least once), none is left running; clean stop.
       for (const w of workers) expect(w.running).toBe(true);
       expect(await done()).toBe(2 * BATCH + 2);
-      expect(await scalar(`SELECT count(*) AS n FROM ${db.table} WHERE status <> 'done'`)).toBe(0);
-      const missing = await scalar(`SELECT count(*) AS n FROM ${db.table} j WHERE NOT EXISTS (SELECT 1 FROM "${SCHEMA}".steps s WHERE s.job_id = j.id)`);
+      expect(await scalar(`SELECT count(*) AS n FROM ${allJobs(db)} WHERE status <> 'done'`)).toBe(0);
+      const missing = await scalar(`SELECT count(*) AS n FROM ${allJobs(db, "j")} WHERE NOT EXISTS (SELECT 1 FROM "${SCHEMA}".steps s WHERE s.job_id = j.id)`);
       expect(missing).toBe(0);
       expect((await Promise.all(workers.map((w) => w.stop()))).map((e) => e.code)).toEqual([0, 0]);
 
       // The history of every run, judged against the table (RELIABILITY.md, "The history checker").
       // Read once the workers stopped: a completion can be in the table before its line is printed.
       // A handler runs once its start write has left; a write cut on its way may go uncounted.
-      const finals = await finalJobs((sql) => db.executor.query(sql), db.table);
+      const finals = await finalJobs((sql) => db.executor.query(sql), allJobs(db));
       const violations = checkHistory([...history, ...historyOf(workers)], finals, { uncountedStartsBefore: faultsEndedAt });
       expect(violations, describeViolations(violations)).toEqual([]);
       console.info(`[reliability] postgres restart: ${2 * BATCH + 2} jobs, outage ${outageMs} ms, probe pickups ${pickups.join(" / ")} ms`);

@@ -7,7 +7,7 @@
 import { writeFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueue, getJob, migrate, type JobsDatabase } from "../../src/index.js";
-import { waitFor } from "../helpers/backends.js";
+import { allJobs, waitFor } from "../helpers/backends.js";
 import { Fleet } from "./helpers/fleet.js";
 import { HA_MISSING_NOTICE, haAvailable, startHaCluster, type HaCluster } from "./helpers/ha-cluster.js";
 import { enqueued, finalJobs, historyOf, type HistoryEvent } from "./helpers/history.js";
@@ -228,7 +228,7 @@ describe.skipIf(!RUN).each(["sync", "async"] as const)("failover of the primary 
       const run = await runThroughFailover(cluster, db);
       try {
         expect(await cluster.primary()).not.toBe(run.killed);
-        const finals = await finalJobs((sql) => db.executor.query(sql), db.table);
+        const finals = await finalJobs((sql) => db.executor.query(sql), allJobs(db));
         const lost = run.acknowledged.filter((id) => !finals.some((j) => j.id === id)).length;
         // Every row that exists ends done (no handler fails); nobody had to restart a worker.
         expect(finals.filter((j) => j.status !== "done")).toEqual([]);
@@ -282,7 +282,7 @@ describe.skipIf(!RUN).each(["sync", "async"] as const)("failover of the primary 
             `top-up round ${round} done`,
             async () => {
               const { rows } = await db.executor.query<{ n: string }>(
-                `SELECT count(*) AS n FROM ${db.table} WHERE id IN (${ids.join(", ")}) AND status <> 'done'`,
+                `SELECT count(*) AS n FROM ${allJobs(db)} WHERE id IN (${ids.join(", ")}) AND status <> 'done'`,
               );
               return Number(rows[0]?.n) === 0;
             },
@@ -295,7 +295,7 @@ describe.skipIf(!RUN).each(["sync", "async"] as const)("failover of the primary 
 
         // Stopped, the workers have printed everything: the whole history can be judged.
         run.history.push(...historyOf(run.fleet.all));
-        const all = await finalJobs((sql) => db.executor.query(sql), db.table);
+        const all = await finalJobs((sql) => db.executor.query(sql), allJobs(db));
         const violations = checkHistory(run.history, all, { uncountedStartsBefore: run.writableAt });
         const uncounted = checkHistory(run.history, all).filter((v) => v.invariant === "attempts-monotonic").length;
         const first = firstCompletionAfter(run);

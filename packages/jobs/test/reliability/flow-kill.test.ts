@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimJobs, type ClaimedJob } from "../../src/run/claim.js";
 import { completeRuns } from "../../src/run/complete.js";
 import { createWorker, enqueueMany, getJob, reclaim, setLimit, type Job } from "../../src/index.js";
-import { backends, uniqueName, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, uniqueName, waitFor, type TestDatabase } from "../helpers/backends.js";
 import type { WorkerConfig } from "./fixtures/worker.js";
 import { Child, fixture, killAll, type Message } from "./helpers/children.js";
 import { effectTables } from "./helpers/effects.js";
@@ -88,7 +88,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
    * then the worker processes' (read once they stopped or died), judged against its rows.
    */
   async function expectHistoryKept(queue: string, history: HistoryEvent[], processes: Child[]): Promise<void> {
-    const violations = checkHistory([...history, ...historyOf(processes)], await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+    const violations = checkHistory([...history, ...historyOf(processes)], await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db), queue));
     expect(violations, describeViolations(violations)).toEqual([]);
   }
 
@@ -160,7 +160,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
 
       await waitFor(
         "all ten jobs done",
-        async () => (await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'`, [queue])) === ids.length,
+        async () => (await count(t, `SELECT count(*) AS n FROM {all} WHERE queue = $1 AND status = 'done'`, [queue])) === ids.length,
         30_000,
       );
     } finally {
@@ -300,7 +300,7 @@ describe.each(backends())("flow control with killed and stalled worker processes
       "all fifteen jobs done",
       async () => {
         for (const w of workers) w.assertRunning();
-        return (await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'`, [queue])) === ids.length;
+        return (await count(t, `SELECT count(*) AS n FROM {all} WHERE queue = $1 AND status = 'done'`, [queue])) === ids.length;
       },
       30_000,
     );

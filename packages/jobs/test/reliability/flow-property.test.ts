@@ -108,7 +108,7 @@ describe.each(backends())("flow control under faults, a property ($name)", (back
             jobs.map((j) => ({ id: j.id, token: j.token, result: null })),
           );
         }
-        const left = await t.sql<{ status: string; n: number | string }>(`SELECT status, count(*) AS n FROM {jobs} WHERE queue = $1 GROUP BY status`, [queue]);
+        const left = await t.sql<{ status: string; n: number | string }>(`SELECT status, count(*) AS n FROM {all} WHERE queue = $1 GROUP BY status`, [queue]);
         for (const row of left) expect(["done", "failed"], `${String(row.n)} jobs ${row.status}`).toContain(row.status);
       }),
       { numRuns: 12 },

@@ -4,7 +4,7 @@
 // completion and the release are one transaction, so a kill lands before both or after both.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { drain, enqueue, enqueueBatch, getJob, reclaim } from "../../src/index.js";
-import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import type { WorkerConfig } from "./fixtures/worker.js";
 import { Child, fixture, killAll } from "./helpers/children.js";
 import { effectTables } from "./helpers/effects.js";
@@ -88,7 +88,7 @@ describe.each(backends())("dependents and batch callbacks after a SIGKILLed work
       // its kill, the test's reclaims, the drains' runs; judged against the round's two queues.
       history.push(...historyOf([child]));
       const query = (sql: string) => t.db.executor.query(sql);
-      const finals = [...(await finalJobs(query, t.db.table, queue)), ...(await finalJobs(query, t.db.table, after))];
+      const finals = [...(await finalJobs(query, allJobs(t.db), queue)), ...(await finalJobs(query, allJobs(t.db), after))];
       const violations = checkHistory(history, finals);
       expect(violations, describeViolations(violations)).toEqual([]);
     }

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { isBusy } from "../../src/db/sqlite-busy.js";
 import { enqueue, enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
-import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { effectTables } from "./helpers/effects.js";
 import type { Child } from "./helpers/children.js";
 import { Fleet } from "./helpers/fleet.js";
@@ -76,7 +76,7 @@ describe.each(backends())("hung workers and poison jobs ($name)", (backend) => {
    */
   const expectHistoryKept = async (queue: string, fleet: Fleet, ids: number[]) => {
     const history = [...ids.map((id) => enqueued(id, "test")), ...historyOf(fleet.all)];
-    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db), queue));
     expect(violations, describeViolations(violations)).toEqual([]);
   };
 

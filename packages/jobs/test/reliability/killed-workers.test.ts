@@ -3,7 +3,7 @@
 // and that only the jobs a dead worker held ever run twice.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
-import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { Fleet } from "./helpers/fleet.js";
 import { inList } from "./helpers/dialect.js";
 import { effectTables } from "./helpers/effects.js";
@@ -156,7 +156,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
 
       // Every job ran at least once; every job is done unless its handler chose to fail.
       expect(await count(t, `SELECT count(*) AS n FROM ${first}`)).toBe(JOBS);
-      const failed = await t.sql<{ id: number | string; last_error: string }>(`SELECT id, last_error FROM {jobs} WHERE queue = $1 AND status = 'failed'`, [
+      const failed = await t.sql<{ id: number | string; last_error: string }>(`SELECT id, last_error FROM {all} WHERE queue = $1 AND status = 'failed'`, [
         QUEUE,
       ]);
       expect(new Set(failed.map((r) => Number(r.id)))).toEqual(failing);
@@ -167,10 +167,10 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
       const twice = await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${effects} GROUP BY job_id HAVING count(*) > 1`);
       for (const r of twice) expect(heldIds).toContain(Number(r.job_id));
       const earlier = await t.sql<{ job_id: number | string; worker: string }>(
-        `SELECT e.job_id, e.worker FROM ${effects} e JOIN {jobs} j ON j.id = e.job_id WHERE e.attempt <> j.attempts`,
+        `SELECT e.job_id, e.worker FROM ${effects} e JOIN {all as j} ON j.id = e.job_id WHERE e.attempt <> j.attempts`,
       );
       for (const r of earlier) expect(killed).toContain(r.worker);
-      const retried = await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE queue = $1 AND attempts > 1`, [QUEUE]);
+      const retried = await t.sql<{ id: number | string }>(`SELECT id FROM {all} WHERE queue = $1 AND attempts > 1`, [QUEUE]);
       for (const r of retried) expect(heldIds).toContain(Number(r.id));
 
       // A reclaimed job keeps the reclaim's verdict in last_error after its later success. Only
@@ -182,7 +182,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
         expect(job).toMatchObject({ status: "done" });
         expect(job!.lastError).toMatch(new RegExp(`^${WORKER_LOST_PREFIX}: attempt \\d+ of 25 held by ${workerId.replace(".", "\\.")} `));
       }
-      const clean = await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done' AND last_error IS NULL`, [QUEUE]);
+      const clean = await count(t, `SELECT count(*) AS n FROM {all} WHERE queue = $1 AND status = 'done' AND last_error IS NULL`, [QUEUE]);
       expect(clean).toBe(JOBS - failing.size - new Set([...lastHolder.keys()].filter((id) => !failing.has(id))).size);
 
       // The survivors shut down cleanly.
@@ -190,7 +190,7 @@ describe.each(backends())("killed worker processes ($name)", (backend) => {
 
       // The history of every run, judged against the table (RELIABILITY.md, "The history checker").
       // Read once every worker stopped: a completion can be in the table before its line is printed.
-      const violations = checkHistory([...history, ...historyOf(fleet.all)], await finalJobs((sql) => t.db.executor.query(sql), t.db.table));
+      const violations = checkHistory([...history, ...historyOf(fleet.all)], await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db)));
       expect(violations, describeViolations(violations)).toEqual([]);
       console.info(
         `[reliability] ${backend.name}: ${JOBS} jobs, ${KILLS} kills, ${held.length} jobs held by dead workers, ${twice.length} ran twice; ` +

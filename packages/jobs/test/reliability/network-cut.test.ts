@@ -5,7 +5,7 @@
 // refused, it reconnects by itself and works again. SQLite has no network: not run there.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, enqueue, enqueueMany, getJob, WORKER_LOST_PREFIX } from "../../src/index.js";
-import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { effectTables } from "./helpers/effects.js";
 import { Fleet } from "./helpers/fleet.js";
 import { hostAndPort, startProxy, viaProxy, type Proxy } from "./helpers/proxy.js";
@@ -107,7 +107,7 @@ describe.each(served)("a silent network cut ($name)", (backend) => {
         expect(job!.lastError).toMatch(new RegExp(`^${WORKER_LOST_PREFIX}: attempt \\d of 5 held by behind-the-cut`));
       else expect(job).toMatchObject({ attempts: 1 });
     }
-    expect(await count(t, "SELECT count(*) AS n FROM {jobs} WHERE idempotency_key = 'through-the-cut'")).toBe(0);
+    expect(await count(t, "SELECT count(*) AS n FROM {all} WHERE idempotency_key = 'through-the-cut'")).toBe(0);
 
     // The network comes back (the old connections are gone): the cut-off worker's late writes
     // about the jobs it was running are refused, and it reconnects by itself.
@@ -131,7 +131,7 @@ describe.each(served)("a silent network cut ($name)", (backend) => {
     // The history of every run, judged against the table (RELIABILITY.md, "The history checker").
     // A start write stuck in the cut may never land: its run's attempt can go uncounted.
     const history = [...[...ids, ...after].map((id) => enqueued(id, "test")), ...historyOf([...cutOff.all, ...healthy.all])];
-    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table), { uncountedStartsBefore: healedAt });
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db)), { uncountedStartsBefore: healedAt });
     expect(violations, describeViolations(violations)).toEqual([]);
   }, 90_000);
 });

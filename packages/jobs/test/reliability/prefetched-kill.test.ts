@@ -3,7 +3,7 @@
 // they would otherwise end `failed` without ever having run.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { drain, enqueueMany, reclaim, WORKER_LOST_PREFIX } from "../../src/index.js";
-import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import type { WorkerConfig } from "./fixtures/worker.js";
 import { Child, fixture, killAll } from "./helpers/children.js";
 import { effectTables } from "./helpers/effects.js";
@@ -72,7 +72,7 @@ describe.each(backends())("a killed worker's prefetched jobs ($name)", (backend)
     const ran = new Set((await t.sql<{ job_id: number | string }>(`SELECT job_id FROM ${effects}`)).map((r) => Number(r.job_id)));
     expect(ran.size).toBe(CONCURRENCY);
     const rows = await t.sql<{ id: number | string; status: string; attempts: number | string; last_error: string | null }>(
-      `SELECT id, status, attempts, last_error FROM ${t.db.table} WHERE queue = $1 ORDER BY id`,
+      `SELECT id, status, attempts, last_error FROM ${allJobs(t.db)} WHERE queue = $1 ORDER BY id`,
       [QUEUE],
     );
     expect(rows.map((r) => Number(r.id))).toEqual(ids);
@@ -97,7 +97,7 @@ describe.each(backends())("a killed worker's prefetched jobs ($name)", (backend)
     // The history of every run (RELIABILITY.md, "The history checker"): the dead worker's ten
     // end failed by the reclaim's verdict, the twenty others done by their first and only run.
     history.push(...historyOf([child]));
-    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table, QUEUE));
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db), QUEUE));
     expect(violations, describeViolations(violations)).toEqual([]);
   }, 90_000);
 });

@@ -6,7 +6,7 @@
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { drain, enqueue, getJob, reclaim, WORKER_LOST_PREFIX, type Job } from "../../src/index.js";
-import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { Child, fixture, killAll } from "./helpers/children.js";
 import { died, enqueued, finalJobs, historyOf, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";
 import { checkHistory, describeViolations } from "./helpers/history-check.js";
@@ -124,7 +124,7 @@ describe.each(backends())("SIGTERM on a worker process ($name)", (backend) => {
     // records its runs' claims; the test, its death, the reclaim and the second runs.
     history.push(...historyOf([worker]));
     expect(history.filter((e) => e.kind === "claimed").length).toBe(5);
-    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db), queue));
     expect(violations, describeViolations(violations)).toEqual([]);
   }, 60_000);
 });

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWorker, enqueue, enqueueMany, getJob, JobsDatabase, reclaim, WORKER_LOST_PREFIX, type JobContext, type Worker } from "../../src/index.js";
 import { claimJobs } from "../../src/run/claim.js";
 import { completeRuns } from "../../src/run/complete.js";
-import { backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
 import { keyText, serialColumn } from "./helpers/dialect.js";
 import { claimedBy, completedBy, enqueued, finalJobs, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";
 import { checkHistory, describeViolations } from "./helpers/history-check.js";
@@ -44,7 +44,7 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
 
   /** The history of every run in `queue` (RELIABILITY.md, "The history checker"), judged against its rows. */
   async function expectHistoryKept(queue: string, history: readonly HistoryEvent[]): Promise<void> {
-    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), t.db.table, queue));
+    const violations = checkHistory(history, await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db), queue));
     expect(violations, describeViolations(violations)).toEqual([]);
   }
 
@@ -168,7 +168,7 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
       }
       await waitFor(
         "every job done once the takeovers stop",
-        async () => (await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'`, [QUEUE])) === total,
+        async () => (await count(t, `SELECT count(*) AS n FROM {all} WHERE queue = $1 AND status = 'done'`, [QUEUE])) === total,
         60_000,
         50,
       );
@@ -194,19 +194,19 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
         // The completing attempt was taken over (its completion should have been refused).
         violations(
           "stale completion",
-          `SELECT count(*) AS n FROM {jobs} j JOIN ${ledger} r ON r.job_id = j.id AND r.attempt = j.attempts AND r.kind = 'reclaim' WHERE j.queue = '${QUEUE}'`,
+          `SELECT count(*) AS n FROM {all as j} JOIN ${ledger} r ON r.job_id = j.id AND r.attempt = j.attempts AND r.kind = 'reclaim' WHERE j.queue = '${QUEUE}'`,
         ),
         // A handler's own failure landed (every failure in this test came from a run that had lost its job).
         violations(
           "stale failure",
-          `SELECT count(*) AS n FROM {jobs} WHERE queue = '${QUEUE}' AND last_error IS NOT NULL AND last_error NOT LIKE '${WORKER_LOST_PREFIX}%'`,
+          `SELECT count(*) AS n FROM {all} WHERE queue = '${QUEUE}' AND last_error IS NOT NULL AND last_error NOT LIKE '${WORKER_LOST_PREFIX}%'`,
         ),
       ]);
       expect(checks).toEqual(checks.map(({ what }) => ({ what, n: 0 })));
 
       // Each job's result names its final attempt; its progress is the last checkpoint that landed.
       const jobs = await t.sql<{ id: number | string; attempts: number | string; result: unknown; progress: unknown }>(
-        `SELECT id, attempts, result, progress FROM {jobs} WHERE queue = $1`,
+        `SELECT id, attempts, result, progress FROM {all} WHERE queue = $1`,
         [QUEUE],
       );
       const lastWork = new Map<number, { attempt: number; step: number }>();

@@ -8,14 +8,14 @@ export async function count(t: TestDatabase, text: string, params: unknown[] = [
   return Number(rows[0]?.n ?? 0);
 }
 
-/** Rows in the jobs table: the "nothing half-written" checks compare it before and after. */
+/** Jobs, live and ended: the "nothing half-written" checks compare it before and after. */
 export function jobRows(t: TestDatabase): Promise<number> {
-  return count(t, "SELECT count(*) AS n FROM {jobs}");
+  return count(t, "SELECT count(*) AS n FROM {all}");
 }
 
 /** Jobs of `queue` that have reached a final state. */
 export function finished(t: TestDatabase, queue: string): Promise<number> {
-  return count(t, "SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status IN ('done', 'failed', 'cancelled')", [queue]);
+  return count(t, "SELECT count(*) AS n FROM {all} WHERE queue = $1 AND status IN ('done', 'failed', 'cancelled')", [queue]);
 }
 
 /** Nothing pending and nothing running left in `queue`: the end state of every soak. */
