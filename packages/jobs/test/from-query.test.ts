@@ -17,7 +17,7 @@ import {
   reclaim,
   type QuerySource,
 } from "../src/index.js";
-import { backends, type TestDatabase } from "./helpers/backends.js";
+import { allJobs, backends, type TestDatabase } from "./helpers/backends.js";
 
 const query: QuerySource["query"] = () => [];
 
@@ -134,7 +134,7 @@ describe.each(backends())("fromQuery over the application's transaction ($name)"
       await tx.end(outcome);
       const edges = await count(`SELECT count(*) AS n FROM ${t.db.dependenciesTable} WHERE job_id = $1`, [zip]);
       const batchRows = await count(`SELECT count(*) AS n FROM ${t.db.batchesTable} WHERE id = $1`, [batch.batchId]);
-      const jobs = await count(`SELECT count(*) AS n FROM ${t.db.table} WHERE queue = $1`, [queue]);
+      const jobs = await count(`SELECT count(*) AS n FROM ${allJobs(t.db)} WHERE queue = $1`, [queue]);
       if (outcome === "ROLLBACK") {
         expect([edges, batchRows, jobs]).toEqual([0, 0, 0]);
         continue;

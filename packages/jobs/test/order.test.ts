@@ -56,7 +56,7 @@ describe.each(backends())("claim order and delays ($name)", (backend) => {
     const ran: string[] = [];
     while (await processOne({ later: () => void ran.push("later"), now: () => void ran.push("now") }, { db: t.db, queue }));
     expect(ran).toEqual(["now"]);
-    const [row] = await t.sql<{ run_at: unknown }>("SELECT run_at FROM {jobs} WHERE id = $1", [id]);
+    const [row] = await t.sql<{ run_at: unknown }>("SELECT run_at FROM {all} WHERE id = $1", [id]);
     const runAt = new Date(typeof row!.run_at === "number" ? row!.run_at : String(row!.run_at instanceof Date ? row!.run_at.toISOString() : row!.run_at));
     const delay = (runAt.getTime() - (await t.now()).getTime()) / 1000;
     expect(delay).toBeGreaterThan(3590);

@@ -7,7 +7,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, createWorker, enqueue, enqueueMany, getJob, JobError, migrate, runWorker, type JobsDatabase, type Logger } from "../src/index.js";
 import { fromDriver } from "../src/core/connect.js";
-import { backends, deferred, MYSQL_URL, PG_LISTEN_URL, PG_URL, uniqueName, waitFor } from "./helpers/backends.js";
+import { allJobs, backends, deferred, MYSQL_URL, PG_LISTEN_URL, PG_URL, uniqueName, waitFor } from "./helpers/backends.js";
 
 const SCRIPT = fileURLToPath(new URL("../../../tools/test-services/pgbouncer.sh", import.meta.url));
 const BIN = fileURLToPath(new URL("../bin/forge-jobs.cjs", import.meta.url));
@@ -80,7 +80,7 @@ describe.skipIf(!runnable)("through PgBouncer in transaction mode (postgres)", (
       await waitFor(
         "41 jobs done",
         async () =>
-          (await db.executor.query<{ n: string }>(`SELECT count(*) AS n FROM ${db.table} WHERE queue = $1 AND status = 'done'`, [queue])).rows[0]!.n === "41",
+          (await db.executor.query<{ n: string }>(`SELECT count(*) AS n FROM ${allJobs(db)} WHERE queue = $1 AND status = 'done'`, [queue])).rows[0]!.n === "41",
       );
       stop.abort();
       await worker;

@@ -54,7 +54,7 @@ describe.each(backends())("forge-jobs schedules and doctor ($name)", (backend) =
     const triggered = await cli(["schedules", "trigger", "nightly-report", ...common]);
     expect(triggered.code).toBe(0);
     const id = Number(/enqueued job (\d+)/.exec(triggered.stdout)![1]);
-    expect(await t.sql<{ task: string }>("SELECT task FROM {jobs} WHERE id = $1", [id])).toEqual([{ task: "report" }]);
+    expect(await t.sql<{ task: string }>("SELECT task FROM {all} WHERE id = $1", [id])).toEqual([{ task: "report" }]);
 
     for (const action of ["pause", "resume", "trigger"]) {
       const missing = await cli(["schedules", action, "nope", ...common]);

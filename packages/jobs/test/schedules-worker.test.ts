@@ -25,7 +25,7 @@ describe.each(backends())("workers run the scheduler ($name)", (backend) => {
     }
     expect(seen[0]).toBeInstanceOf(Date);
     expect(seen[0]!.getUTCMilliseconds()).toBe(0);
-    const [row] = await t.sql<{ k: string }>("SELECT idempotency_key AS k FROM {jobs} WHERE task = 'beat' AND status = 'done' ORDER BY id LIMIT 1");
+    const [row] = await t.sql<{ k: string }>("SELECT idempotency_key AS k FROM {all} WHERE task = 'beat' AND status = 'done' ORDER BY id LIMIT 1");
     expect(row!.k).toBe(`schedule:heartbeat@${seen[0]!.toISOString()}`);
   });
 

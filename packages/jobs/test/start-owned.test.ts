@@ -12,7 +12,7 @@ describe.each(backends())("the start write's answer ($name)", (backend) => {
   afterAll(() => t.close());
 
   async function attempts(queue: string): Promise<[number, number][]> {
-    const rows = await t.sql<{ id: number | string; attempts: number | string }>(`SELECT id, attempts FROM {jobs} WHERE queue = $1 ORDER BY id`, [queue]);
+    const rows = await t.sql<{ id: number | string; attempts: number | string }>(`SELECT id, attempts FROM {all} WHERE queue = $1 ORDER BY id`, [queue]);
     return rows.map((r) => [Number(r.id), Number(r.attempts)]);
   }
 

@@ -122,7 +122,7 @@ describe.each(backends().filter((b) => b.name === "postgres"))("held jobs and th
       );
       await worker.run();
       const rows = await t.sql<{ id: number | string; status: string; attempts: number | string }>(
-        `SELECT id, status, attempts FROM {jobs} WHERE queue = $1 ORDER BY id`,
+        `SELECT id, status, attempts FROM {all} WHERE queue = $1 ORDER BY id`,
         [queue],
       );
       expect(rows.map((r) => ({ id: Number(r.id), status: r.status, attempts: Number(r.attempts) }))).toEqual(

@@ -52,7 +52,7 @@ describe.each(backends())("transactional enqueue ($name)", (backend) => {
         expect(outcome.id).toBeInstanceOf(JobError);
         expect((outcome.id as Error).message).toMatch(/outside the transaction.*READ COMMITTED|READ COMMITTED.*outside the transaction/);
       }
-      const [row] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1", [queue]);
+      const [row] = await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {all} WHERE queue = $1", [queue]);
       expect(Number(row!.n)).toBe(1);
     },
   );

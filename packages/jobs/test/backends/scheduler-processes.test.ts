@@ -28,7 +28,7 @@ describe.each(backends())("4 scheduler processes, one simulated day of minute sl
     );
     expect(results.map((r) => r.stderr)).toEqual(["", "", "", ""]);
     const handed = results.map((r) => (JSON.parse(r.stdout) as { handed: number }).handed);
-    const rows = await t.sql<{ k: string }>("SELECT idempotency_key AS k FROM {jobs} WHERE task = 'tick' ORDER BY idempotency_key");
+    const rows = await t.sql<{ k: string }>("SELECT idempotency_key AS k FROM {all} WHERE task = 'tick' ORDER BY idempotency_key");
     const expected = Array.from({ length: MINUTES }, (_, m) => `schedule:every-minute@${new Date(Date.parse(DAY) + m * 60_000).toISOString()}`);
     expect(rows.map((r) => r.k)).toEqual(expected);
     // Every process did take part (each handed some slots on; the database kept one job of each).
