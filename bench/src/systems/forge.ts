@@ -72,7 +72,7 @@ export class ForgeSystem implements QueueSystem {
     const db = this.open();
     const controller = new AbortController();
     const worker = this.forge.createWorker(
-      { noop: (payload: Payload) => void onJob(payload) },
+      { noop: (payload: Payload) => onJob(payload) },
       { db, concurrency, signal: controller.signal, ...this.workerOptions },
     );
     const started = new Promise<void>((resolve) => worker.on("worker:started", () => resolve()));

@@ -45,7 +45,7 @@ export class GraphileSystem implements QueueSystem {
       concurrency,
       noHandleSignals: true,
       logger: silent,
-      taskList: { noop: async (payload) => void onJob(payload as Payload) },
+      taskList: { noop: async (payload) => onJob(payload as Payload) },
       ...(variant === "tuned"
         ? { preset: { worker: { localQueue: { size: 100 }, completeJobBatchDelay: 0, failJobBatchDelay: 0, maxPoolSize: Math.max(10, concurrency + 2) } } }
         : {}),

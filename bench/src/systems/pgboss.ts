@@ -75,7 +75,7 @@ export class PgBossSystem implements QueueSystem {
       });
     }
     async function handler(payload: Payload): Promise<void> {
-      onJob(payload);
+      return onJob(payload);
     }
     return { stop: () => this.boss.offWork(QUEUE, { id, wait: true }) };
   }

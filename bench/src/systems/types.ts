@@ -4,7 +4,11 @@ export interface StartOptions {
   concurrency: number;
   /** Which configuration: "default", "tuned", … — see each system's `variants`. */
   variant: string;
-  onJob: (payload: Payload) => void;
+  /**
+   * Called when the handler starts; a promise it returns is awaited by the handler (the pressure
+   * cells give their jobs 1 ms of work that way), so the job ends when it settles.
+   */
+  onJob: (payload: Payload) => void | Promise<void>;
 }
 
 export interface WorkerHandle {
