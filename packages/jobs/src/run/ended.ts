@@ -1,7 +1,7 @@
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import { STORED_COLUMNS, type StoredColumn } from "../core/job-row.js";
-import { ensureDays } from "../maintenance/history.js";
+import { ensureDays } from "../maintenance/partitions.js";
 
 /**
  * One place per job: the live table (`db.table`) holds the jobs that can still run (pending,
