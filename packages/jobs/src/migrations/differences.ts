@@ -118,13 +118,13 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
     reason: "InnoDB keys are at most 3072 bytes: see column group_key",
   },
   { dialect: "mysql", object: "index jobs_batch", is: "(batch_id, id)", reason: "no partial indexes: jobs outside a batch (NULL) have entries too" },
-  { dialect: "mysql", object: "index jobs_running", is: "(status, locked_until)", reason: NO_PARTIAL_INDEXES },
+  { dialect: "mysql", object: "index jobs_running_queue", is: "(status, queue)", reason: NO_PARTIAL_INDEXES },
   {
     dialect: "mysql",
     object: "index jobs_key_running",
     is: null,
     reason:
-      "InnoDB's purge removes the entries of old row versions: jobs_running, led by status, serves the count of running jobs per key (PostgreSQL's index is there because its scans kept rereading dead entries)",
+      "InnoDB's purge removes the entries of old row versions: jobs_running_queue, led by status, serves the count of running jobs per key (PostgreSQL's index is there because its scans kept rereading dead entries)",
   },
   {
     dialect: "sqlite",
@@ -137,7 +137,7 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
     dialect: "sqlite",
     object: "index jobs_key_running",
     is: null,
-    reason: "SQLite updates rows in place and leaves no dead index entries: jobs_running serves the count of running jobs per key",
+    reason: "SQLite updates rows in place and leaves no dead index entries: jobs_running_queue serves the count of running jobs per key",
   },
   {
     dialect: "mysql",
