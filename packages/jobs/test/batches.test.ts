@@ -132,7 +132,7 @@ describe.each(backends())("batches ($name)", (backend) => {
   });
 
   it("bad input is a JobError, nothing written", async () => {
-    const before = Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs}"))[0]?.n);
+    const before = Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {all}"))[0]?.n);
     const cases: [() => Promise<unknown>, RegExp][] = [
       [() => enqueueBatch([{ task: "a" }], { db: t.db, onComplete: { task: "cb", delay: 1 } as never }), /unknown option/i],
       [() => enqueueBatch([{ task: "a", dependsOn: [1] }], { db: t.db }), /cannot have dependencies/],
@@ -146,6 +146,6 @@ describe.each(backends())("batches ($name)", (backend) => {
       expect(error).toBeInstanceOf(JobError);
       expect((error as Error).message).toMatch(message);
     }
-    expect(Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs}"))[0]?.n)).toBe(before);
+    expect(Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {all}"))[0]?.n)).toBe(before);
   });
 });

@@ -217,6 +217,7 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     expect((await cli(["retry", ...common])).code).toBe(2);
     // Tasks no handlers module knows: leave nothing for doctor's test to find.
     await t.sql(`DELETE FROM {jobs} WHERE queue = $1`, [queue]);
+    await t.sql(`DELETE FROM {history} WHERE queue = $1`, [queue]);
   });
 
   it("list --task, --tenant and --older-than pick their jobs; cancel with the same filters counts, then cancels only those (issue 16.9)", async () => {
@@ -229,7 +230,10 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     const oldMail = await enqueue("mail", null, { db: t.db, queue, tenant: "acme" });
     // Two hours old, by the database's clock (the one --older-than is measured against).
     const ids = [failed, oldAcme, oldGlobex, oldMail];
-    await t.sql(`UPDATE {jobs} SET created_at = ${TWO_HOURS_AGO[backend.name]} WHERE id IN (${ids.map((_, i) => `$${i + 1}`).join(", ")})`, ids);
+    // The failed one is in history, the others in the live table.
+    for (const table of ["{jobs}", "{history}"]) {
+      await t.sql(`UPDATE ${table} SET created_at = ${TWO_HOURS_AGO[backend.name]} WHERE id IN (${ids.map((_, i) => `$${i + 1}`).join(", ")})`, ids);
+    }
 
     const listed = async (...args: string[]) => {
       const result = await cli(["list", "--queue", queue, "--json", ...args, ...common]);
@@ -259,6 +263,7 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     expect((await cli(["cancel", "--queue", queue, "--tenant", "acme", "--older-than", "1h", ...common])).stdout).toContain("1 job(s) match");
     // Tasks no handlers module knows: leave nothing for doctor's test to find.
     await t.sql(`DELETE FROM {jobs} WHERE queue = $1`, [queue]);
+    await t.sql(`DELETE FROM {history} WHERE queue = $1`, [queue]);
   });
 
   it("status --watch below 0.5 s is a usage error (it looped with no delay); an unknown queue is said as such (issue 16.8, 16.10)", async () => {
@@ -362,7 +367,7 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     const pending = await enqueue("p", null, { db: t.db, queue: "prune", availableIn: 600 });
     await processOne({ p: () => undefined }, { db: t.db, queue: "prune" });
     // Finished two hours ago by the database clock, rather than waiting for its clock to move past `0s`.
-    await t.sql(`UPDATE {jobs} SET finished_at = ${TWO_HOURS_AGO[backend.name]} WHERE id = $1`, [done]);
+    await t.sql(`UPDATE {history} SET finished_at = ${TWO_HOURS_AGO[backend.name]} WHERE id = $1`, [done]);
     const result = await cli(["prune", "--older-than", "0s", ...common]);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/deleted [1-9]\d* finished job/);
@@ -374,8 +379,8 @@ describe.each(backends())("forge-jobs CLI against $name", (backend) => {
     const ids: number[] = [];
     for (let i = 0; i < 3; i++) ids.push(await enqueue("p", null, { db: t.db, queue: "prune-status" }));
     for (let i = 0; i < 3; i++) await processOne({ p: () => undefined }, { db: t.db, queue: "prune-status" });
-    await t.sql("UPDATE {jobs} SET status = 'failed' WHERE id = $1", [ids[2]]);
-    await t.sql(`UPDATE {jobs} SET finished_at = ${TWO_HOURS_AGO[backend.name]} WHERE queue = 'prune-status'`);
+    await t.sql("UPDATE {history} SET status = 'failed' WHERE id = $1", [ids[2]]);
+    await t.sql(`UPDATE {history} SET finished_at = ${TWO_HOURS_AGO[backend.name]} WHERE queue = 'prune-status'`);
     expect((await cli(["prune", "--older-than", "0s", "--batch-size", "0", ...common])).code).toBe(2);
     const result = await cli(["prune", "--older-than", "0s", "--status", "done,cancelled", "--batch-size", "1", ...common]);
     expect(result.code).toBe(0);

@@ -30,7 +30,7 @@ describe.each(backends())("dependencies ($name)", (backend) => {
   afterAll(() => t.close());
 
   const status = async (id: number) => (await getJob(id, { db: t.db }))?.status;
-  const count = async () => Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs}"))[0]?.n);
+  const count = async () => Number((await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {all}"))[0]?.n);
 
   it("a job waits for its dependencies, is released by the completion of the last one, and shows both directions", async () => {
     const queue = "basic";
@@ -356,7 +356,7 @@ describe.each(backends())("dependencies ($name)", (backend) => {
     const waiting = await enqueue("c", null, { db: t.db, queue: "prune-later", dependsOn: [a, b] });
     await processOne({ a: () => "kept" }, { db: t.db, queue });
     // Finished a minute ago by the database clock: old enough for `olderThan: 0` without waiting for the clock to move.
-    await t.sql(`UPDATE {jobs} SET finished_at = ${t.db.sql.nowPlus("60", "-")} WHERE id = $1`, [a]);
+    await t.sql(`UPDATE {history} SET finished_at = ${t.db.sql.nowPlus("60", "-")} WHERE id = $1`, [a]);
     await prune({ olderThan: 0, db: t.db });
     expect(await status(a)).toBe("done");
     await processOne({ b: () => 1 }, { db: t.db, queue });

@@ -51,7 +51,7 @@ describe.skipIf(!runnable)("readUrl on a streaming replica (postgres)", () => {
       expect((await statusCounts({ db, queue: "stale" }))[0]!.counts.pending).toBe(0);
       // Claim and completion: on the primary (the standby would refuse both).
       expect(await processOne({ lagging: () => "ok" }, { db, queue: "stale" })).toBe(true);
-      expect((await db.executor.query<{ status: string }>(`SELECT status FROM ${db.table} WHERE id = $1`, [id])).rows[0]!.status).toBe("done");
+      expect((await db.executor.query<{ status: string }>(`SELECT status FROM ${db.historyTable} WHERE id = $1`, [id])).rows[0]!.status).toBe("done");
       expect((await listJobs({ db, queue: "stale" })).jobs).toEqual([]);
       await replica.executor.query("SELECT pg_wal_replay_resume()");
       await waitFor("the replica to replay the job's end", async () => (await getJob(id, { db }))?.status === "done");

@@ -133,7 +133,7 @@ describe.skipIf(!backends().some((b) => b.name === "postgres"))("readUrl: displa
     const stop = new AbortController();
     const worker = runWorker(handlers, { db, queue: "w", pollInterval: 0.05, signal: stop.signal });
     await waitFor("both jobs to end on the primary", async () => {
-      const rows = await t.sql<{ status: string }>(`SELECT status FROM {jobs} WHERE id IN ($1, $2)`, [ok, failing]);
+      const rows = await t.sql<{ status: string }>(`SELECT status FROM {all} WHERE id IN ($1, $2)`, [ok, failing]);
       return rows.length === 2 && rows.every((r) => r.status === "done" || r.status === "failed");
     });
     stop.abort();
@@ -142,7 +142,7 @@ describe.skipIf(!backends().some((b) => b.name === "postgres"))("readUrl: displa
     expect(await processOne({ fails: handlers.fails }, { db, queue: "w" })).toBe(true);
     expect(await reclaim({ db, lease: 0 })).toEqual([]);
     expect(await prune({ db, olderThan: 0 })).toBeGreaterThanOrEqual(2);
-    const rows = await t.sql<{ task: string }>(`SELECT task FROM {jobs} ORDER BY id`);
+    const rows = await t.sql<{ task: string }>(`SELECT task FROM {all} ORDER BY id`);
     expect(rows.map((r) => r.task)).toEqual(["primary-only"]);
   });
 

@@ -37,7 +37,7 @@ describe.each(backends())("tenant scoping fails closed (audit 12.5) ($name)", (b
   afterAll(() => t.close());
 
   async function rows(): Promise<unknown[]> {
-    return t.sql("SELECT id, status, tenant, max_attempts FROM {jobs} ORDER BY id");
+    return t.sql("SELECT id, status, tenant, max_attempts FROM {all} ORDER BY id");
   }
 
   async function refusal(call: () => Promise<unknown>): Promise<unknown> {

@@ -1,6 +1,7 @@
 import type { JobsDatabase } from "../core/database.js";
 import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
 import { forDialect, type PerDialect } from "../core/sql.js";
+import { eachStore, storesOf } from "../core/stores.js";
 import { FLOW, PLAIN } from "../flow/fair-sources.js";
 import { JOB_STATUSES, type JobStatus } from "../base/types.js";
 import { waitTimes, type WaitTimes } from "../flow/wait-times.js";
@@ -50,21 +51,23 @@ export const MAX_LIST = 100;
  * partial indexes, jobs_claim_plain and jobs_flow_claim, as in countsQuery; failed ones in
  * jobs_failed; MariaDB's indexes lead with status instead. A bare `status = $1 … ORDER BY id
  * DESC` walked the primary key backwards past every finished row until it had `limit` rows:
- * on a queue with no failure (or nothing pending), through every row of the table.
+ * on a queue with no failure (or nothing pending), through every row of the table. Ended jobs
+ * are read from history too (its (status, id) index), and from the live table, where a
+ * database not yet upgraded keeps them.
  */
-function statusBranches(db: JobsDatabase, status: JobStatus): string[] {
+function statusBranches(db: JobsDatabase, status: JobStatus): { table: string; where: string }[] {
   if (!JOB_STATUSES.includes(status)) throw new TypeError(`latestJobs: no status ${JSON.stringify(status)}`);
   if (status === "pending" && db.dialect !== "mysql") {
-    return [`status = 'pending' AND ${PLAIN}`, `status = 'pending' AND ${FLOW}`];
+    return [`status = 'pending' AND ${PLAIN}`, `status = 'pending' AND ${FLOW}`].map((where) => ({ table: db.table, where }));
   }
-  return [`status = '${status}'`];
+  return storesOf(db, status).map((table) => ({ table, where: `status = '${status}'` }));
 }
 
 /** The newest `limit` jobs in `status` (ORDER BY id DESC), at most MAX_LIST; only `tenant`'s when given. */
 export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20, tenant: string | null = null): Promise<JobSummary[]> {
   const n = Math.min(MAX_LIST, Math.max(1, Math.trunc(limit)));
-  const newest = (where: string) =>
-    `SELECT ${columnList(db.sql, SUMMARY)} FROM ${db.table} WHERE ${where}${tenant === null ? "" : " AND tenant = $1"} ORDER BY id DESC LIMIT ${n}`;
+  const newest = ({ table, where }: { table: string; where: string }) =>
+    `SELECT ${columnList(db.sql, SUMMARY)} FROM ${table} WHERE ${where}${tenant === null ? "" : " AND tenant = $1"} ORDER BY id DESC LIMIT ${n}`;
   const branches = statusBranches(db, status).map(newest);
   // Two branches: each newest first and stopped by its LIMIT, then merged.
   const sql =
@@ -208,14 +211,14 @@ export interface RelatedJob {
 }
 
 /**
- * Task and status of `ids` (a job's dependencies and dependents, as getJob lists them); only
- * `tenant`'s when given. A job pruned since, or outside the tenant, is absent from the map.
+ * Task and status of `ids` (a job's dependencies and dependents, as getJob lists them), live or
+ * ended; only `tenant`'s when given. A job pruned since, or outside the tenant, is absent from the map.
  */
 export async function relatedJobs(db: JobsDatabase, ids: readonly number[], tenant: string | null = null): Promise<Map<number, RelatedJob>> {
   const found = new Map<number, RelatedJob>();
   if (ids.length === 0) return found;
   const { rows } = await db.executor.query<{ id: number | string; task: string; status: JobStatus }>(
-    `SELECT id, task, status FROM ${db.table} WHERE ${db.sql.inList("id", "$1")}${tenant === null ? "" : " AND tenant = $2"}`,
+    eachStore((table) => `SELECT id, task, status FROM ${table} WHERE ${db.sql.inList("id", "$1")}${tenant === null ? "" : " AND tenant = $2"}`, storesOf(db)),
     tenant === null ? [[...ids]] : [[...ids], tenant],
   );
   for (const r of rows) found.set(Number(r.id), { task: r.task, status: r.status });

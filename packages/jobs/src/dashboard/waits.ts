@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
+import { eachStore, storesOf } from "../core/stores.js";
 import { isMissingTable } from "../flow/flow-overview.js";
 import { html, type Html } from "./escape.js";
 
@@ -44,9 +45,11 @@ async function waitingJobs(db: JobsDatabase): Promise<WaitingFlowJob[]> {
   );
   const jobs = rows.map((r) => ({ id: Number(r.id), task: r.task, queue: r.queue, dependencies: [] as WaitingFlowJob["dependencies"] }));
   if (jobs.length === 0) return jobs;
+  // A dependency that ended is in history (or, not yet upgraded, in the live table): a join per table.
+  const edge = (table: string) => `SELECT e.job_id, d.id, d.task, d.status FROM ${db.dependenciesTable} e JOIN ${table} d ON d.id = e.depends_on_id
+     WHERE ${db.sql.inList("e.job_id", "$1")}`;
   const edges = await db.executor.query<{ job_id: number | string; id: number | string; task: string; status: string }>(
-    `SELECT e.job_id, d.id, d.task, d.status FROM ${db.dependenciesTable} e JOIN ${db.table} d ON d.id = e.depends_on_id
-     WHERE ${db.sql.inList("e.job_id", "$1")} ORDER BY e.job_id, d.id`,
+    `SELECT * FROM (${eachStore(edge, storesOf(db))}) AS u ORDER BY job_id, id`,
     [jobs.map((j) => j.id)],
   );
   const byId = new Map(jobs.map((j) => [j.id, j]));
@@ -62,7 +65,9 @@ async function openBatches(db: JobsDatabase): Promise<OpenBatch[]> {
     task: string | null;
     status: string | null;
   }>(
-    `SELECT b.id, b.total, b.callback_id, c.task, c.status FROM ${db.batchesTable} b LEFT JOIN ${db.table} c ON c.id = b.callback_id
+    // The callback in either table (a cancelled one is in history): one probe of each by id.
+    `SELECT b.id, b.total, b.callback_id, COALESCE(c.task, h.task) AS task, COALESCE(c.status, h.status) AS status FROM ${db.batchesTable} b
+     LEFT JOIN ${db.table} c ON c.id = b.callback_id LEFT JOIN ${db.historyTable} h ON h.id = b.callback_id
      WHERE b.finished_at IS NULL ORDER BY b.id DESC LIMIT ${SHOWN}`,
   );
   const batches = rows.map((r) => ({
@@ -72,14 +77,18 @@ async function openBatches(db: JobsDatabase): Promise<OpenBatch[]> {
     counts: {} as Record<string, number>,
   }));
   if (batches.length === 0) return batches;
+  // Counted per table and added up: each count reads its table's (batch_id, id) index.
   const counts = await db.executor.query<{ batch_id: number | string; status: string; n: number | string }>(
-    `SELECT batch_id, status, count(*) AS n FROM ${db.table} WHERE ${db.sql.inList("batch_id", "$1")} GROUP BY batch_id, status`,
+    eachStore(
+      (table) => `SELECT batch_id, status, count(*) AS n FROM ${table} WHERE ${db.sql.inList("batch_id", "$1")} GROUP BY batch_id, status`,
+      storesOf(db),
+    ),
     [batches.map((b) => b.id)],
   );
   const byId = new Map(batches.map((b) => [b.id, b]));
   for (const c of counts.rows) {
     const batch = byId.get(Number(c.batch_id));
-    if (batch) batch.counts[c.status] = Number(c.n);
+    if (batch) batch.counts[c.status] = (batch.counts[c.status] ?? 0) + Number(c.n);
   }
   return batches;
 }

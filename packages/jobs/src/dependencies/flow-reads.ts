@@ -1,20 +1,24 @@
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import type { BatchSummary, DependencyInfo, Job, JobStatus } from "../base/types.js";
+import { eachStore, storesOf } from "../core/stores.js";
 
 /**
  * Reads of dependencies and batches: what `ctx.dependencies()`, `ctx.batch()` and `getJob`
  * show. Every read is scoped to the job's own tenant (dependencies are same-tenant by
- * construction; the condition keeps a read from ever crossing).
+ * construction; the condition keeps a read from ever crossing). A dependency or a batch's item
+ * that ended is read from history (or from the live table, where a database not yet upgraded
+ * keeps it): one statement over both, each through its own index.
  */
 
 const sameTenant = (column: string, parameter: string) => `(${column} = ${parameter} OR (${column} IS NULL AND ${parameter} IS NULL))`;
 
 /** The jobs `jobId` depends on, with their status and result, in id order. */
 export async function readDependencies(db: JobsDatabase, jobId: number, tenant: string | null): Promise<DependencyInfo[]> {
+  const edges = (table: string) => `SELECT j.id, j.task, j.status, j.result FROM ${db.dependenciesTable} e JOIN ${table} j ON j.id = e.depends_on_id
+     WHERE e.job_id = $1 AND ${sameTenant("j.tenant", "$2")}`;
   const { rows } = await db.executor.query<{ id: number | string; task: string; status: JobStatus; result: unknown }>(
-    `SELECT j.id, j.task, j.status, j.result FROM ${db.dependenciesTable} e JOIN ${db.table} j ON j.id = e.depends_on_id
-     WHERE e.job_id = $1 AND ${sameTenant("j.tenant", "$2")} ORDER BY j.id`,
+    `SELECT * FROM (${eachStore(edges, storesOf(db))}) AS d ORDER BY id`,
     [jobId, tenant],
   );
   return rows.map((r) => ({ id: Number(r.id), task: r.task, status: r.status, result: db.sql.readJson(r.result) }));
@@ -29,15 +33,16 @@ export async function readBatchSummary(db: JobsDatabase, callbackId: number, ten
   const row = batch.rows[0];
   if (!row) return null;
   const batchId = Number(row.id);
+  // Counted per table and added up: each count reads its table's (batch_id, id) index.
   const counts = await db.executor.query<{ status: string; n: number | string }>(
-    `SELECT status, count(*) AS n FROM ${db.table} WHERE batch_id = $1 AND ${sameTenant("tenant", "$2")} GROUP BY status`,
+    eachStore((table) => `SELECT status, count(*) AS n FROM ${table} WHERE batch_id = $1 AND ${sameTenant("tenant", "$2")} GROUP BY status`, storesOf(db)),
     [batchId, tenant],
   );
   const summary: BatchSummary = { batchId, done: 0, failed: 0, cancelled: 0, failedIds: [] };
-  for (const c of counts.rows) if (c.status === "done" || c.status === "failed" || c.status === "cancelled") summary[c.status] = Number(c.n);
+  for (const c of counts.rows) if (c.status === "done" || c.status === "failed" || c.status === "cancelled") summary[c.status] += Number(c.n);
   if (summary.failed > 0) {
     const failed = await db.executor.query<{ id: number | string }>(
-      `SELECT id FROM ${db.table} WHERE batch_id = $1 AND status = 'failed' AND ${sameTenant("tenant", "$2")} ORDER BY id`,
+      `SELECT id FROM (${eachStore((table) => `SELECT id FROM ${table} WHERE batch_id = $1 AND status = 'failed' AND ${sameTenant("tenant", "$2")}`, storesOf(db, "failed"))}) AS f ORDER BY id`,
       [batchId, tenant],
     );
     summary.failedIds = failed.rows.map((r) => Number(r.id));

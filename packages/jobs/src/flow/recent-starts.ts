@@ -55,7 +55,8 @@ export async function recentWaits(
  * SQL: `(key, run_at, started_at)` of the `n` jobs that ended last (started since `since`) and
  * of the `n` running jobs that started last: where wait-time samples are read from (the
  * dashboard's queues, `listGroups`). Both reads are bounded, whatever the window's activity
- * or the size of the table: the ended ones backwards through jobs_finished, stopped by a LIMIT
+ * or the size of the table: the ended ones backwards through history's finished_at and, for a
+ * database not yet upgraded, the live table's jobs_finished, each stopped by a LIMIT
  * (a job ends after it starts, so none older than `since` is missed for being read by
  * `finished_at`), the running ones among the running rows. `key` is the column to group by;
  * `and` narrows both (` AND group_key <> ''`), after the LIMIT of the ended ones' read, so
@@ -85,9 +86,11 @@ const ENDED: PerDialect<(db: JobsDatabase, since: string, n: number) => string> 
 };
 
 function latestEnded(db: JobsDatabase, statusTests: string[], since: string, n: number): string {
-  const branch = (test: string) =>
-    `SELECT * FROM (SELECT queue, group_key, run_at, started_at, finished_at FROM ${db.table} WHERE ${test} AND finished_at >= ${since}
+  const branch = (table: string, test: string) =>
+    `SELECT * FROM (SELECT queue, group_key, run_at, started_at, finished_at FROM ${table} WHERE ${test}finished_at >= ${since}
        ORDER BY finished_at DESC LIMIT ${n}) AS b`;
-  if (statusTests.length === 1) return branch(statusTests[0]!);
-  return `SELECT * FROM (${statusTests.map(branch).join(" UNION ALL ")}) AS u ORDER BY finished_at DESC LIMIT ${n}`;
+  // History holds ended rows only: no status test, its finished_at index (and on PostgreSQL
+  // the partitions of the window's days) read backwards.
+  const branches = [...statusTests.map((test) => branch(db.table, `${test} AND `)), branch(db.historyTable, "")];
+  return `SELECT * FROM (${branches.join(" UNION ALL ")}) AS u ORDER BY finished_at DESC LIMIT ${n}`;
 }

@@ -2,6 +2,7 @@ import { resolveDb } from "../core/connect.js";
 import type { DbLike } from "../core/options.js";
 import { JobError } from "../base/errors.js";
 import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
+import { firstOfEach, storesOf } from "../core/stores.js";
 import { checkOptions } from "../core/option-keys.js";
 import { JOB_STATUSES as STATUSES, type JobStatus } from "../base/types.js";
 import { checkInteger, checkJobId, checkName, checkSeconds, checkTenant, describe } from "../base/validate.js";
@@ -68,7 +69,7 @@ const COLUMNS = [
 
 /**
  * Jobs matching the filters, newest first, a page at a time (keyset paging by id: a page never
- * shifts when jobs are added meanwhile). Read-only.
+ * shifts when jobs are added meanwhile), live and ended ones alike. Read-only.
  */
 export async function listJobs(options: ListJobsOptions = {}): Promise<JobList> {
   checkOptions(options, LIST_OPTION_KEYS, "listJobs");
@@ -87,14 +88,12 @@ export async function listJobs(options: ListJobsOptions = {}): Promise<JobList> 
   if (options.olderThan !== undefined) add((p) => `created_at <= ${db.sql.nowPlus(p, "-")}`, checkSeconds(options.olderThan, "olderThan"));
   if (options.before !== undefined) add((p) => `id < ${p}`, checkJobId(options.before, "before"));
   const limit = options.limit === undefined ? 50 : checkInteger(options.limit, "limit", 1, MAX_PAGE);
-  const { rows } = await db.executor.transaction(
-    (tx) =>
-      tx.query(
-        `SELECT ${columnList(db.sql, COLUMNS)} FROM ${db.table}${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT ${limit + 1}`,
-        params,
-      ),
-    { readOnly: true },
-  );
+  // Both tables (a list of live statuses: the live one), each newest first through the index its
+  // filters pick (history's (status, id) or (tenant, id), its id index else), merged by id.
+  const select = (table: string) => `SELECT ${columnList(db.sql, COLUMNS)} FROM ${table}${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""}`;
+  const { rows } = await db.executor.transaction((tx) => tx.query(firstOfEach(select, storesOf(db, options.status), "id DESC", limit + 1), params), {
+    readOnly: true,
+  });
   const jobs = rows.slice(0, limit).map((raw) => {
     const row = decodeRow(db.sql, COLUMNS, raw);
     return {

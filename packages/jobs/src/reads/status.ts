@@ -2,7 +2,7 @@ import { resolveDb } from "../core/connect.js";
 import { countsQuery, pendingRows, type CountRow } from "../maintenance/counts.js";
 import { columnList, JOB_COLUMNS, toJob } from "../core/job-row.js";
 import { withEdges } from "../dependencies/flow-reads.js";
-import { readArchived } from "../maintenance/history.js";
+import { eachStore } from "../core/stores.js";
 import type { Job, QueueStatus } from "../base/types.js";
 import { DEFAULT_QUEUE, type QueueReadOptions, type ReadOptions } from "../core/options.js";
 import { QUEUE_READ_OPTION_KEYS, READ_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
@@ -22,12 +22,12 @@ export async function getJob(id: number, options: ReadOptions = {}): Promise<Job
   checkJobId(id);
   const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);
   const db = resolveDb(options.db).forReading();
-  const { rows } = await db.executor.query(
-    `SELECT ${columnList(db.sql, JOB_COLUMNS)} FROM ${db.table} WHERE id = $1${tenant === null ? "" : " AND tenant = $2"}`,
-    tenant === null ? [id] : [id, tenant],
-  );
-  // Not in the jobs table: on PostgreSQL a prune may have moved it to the history table.
-  const row = rows[0] ?? (db.dialect === "postgres" ? await readArchived(db, columnList(db.sql, JOB_COLUMNS), id, tenant) : undefined);
+  const byId = (table: string) => `SELECT ${columnList(db.sql, JOB_COLUMNS)} FROM ${table} WHERE id = $1${tenant === null ? "" : " AND tenant = $2"}`;
+  const params = tenant === null ? [id] : [id, tenant];
+  // The live table first (a live job costs one probe); not there, history, and the live table
+  // again in the same statement: a retry may have moved the job back since the first read.
+  const row =
+    (await db.executor.query(byId(db.table), params)).rows[0] ?? (await db.executor.query(eachStore(byId, [db.historyTable, db.table]), params)).rows[0];
   if (!row) return null;
   // on_dependency_failure is set exactly when the job was enqueued with dependencies.
   const flags = { dependsOn: row.on_dependency_failure != null, dependents: Boolean(Number(row.has_dependents)) };

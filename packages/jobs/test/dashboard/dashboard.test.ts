@@ -539,7 +539,7 @@ describe.each(backends())("the dashboard ($name)", (backend) => {
     await processOne(chartTask, { db: t.db, queue });
     const backdate = (id: number, seconds: number) => {
       const ago = AGO[backend.name](seconds);
-      return t.sql(`UPDATE {jobs} SET run_at = ${ago}, started_at = ${ago}, finished_at = ${ago} WHERE id = $1`, [id]);
+      return t.sql(`UPDATE {history} SET run_at = ${ago}, started_at = ${ago}, finished_at = ${ago} WHERE id = $1`, [id]);
     };
     await backdate(old, 600);
     await backdate(older, 7200);

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, processOne, prune, retryJob } from "../../src/index.js";
 import { recentActivity, CHART_MINUTES } from "../../src/dashboard/queries.js";
 import { MINUTE_HORIZON, MINUTE_SLOTS } from "../../src/migrations/types.js";
+import { endingSelect, STORED_LIST } from "../../src/run/ended.js";
 import { backends, type TestDatabase } from "../helpers/backends.js";
 
 const MINUTE_SQL = {
@@ -23,7 +24,7 @@ describe.each(backends())("the chart's per-minute counts ($name)", (backend) => 
   /** Per minute, done and failed jobs of `queue` that ended in the chart's window, counted over the table: the reference. */
   async function truth(queue: string): Promise<Map<number, { done: number; failed: number }>> {
     const rows = await t.sql<{ minute: number | string; status: "done" | "failed"; n: number | string }>(
-      `SELECT ${minuteOf("finished_at")} AS minute, status, count(*) AS n FROM {jobs}
+      `SELECT ${minuteOf("finished_at")} AS minute, status, count(*) AS n FROM {all}
        WHERE queue = $1 AND status IN ('done', 'failed') AND ${minuteOf("finished_at")} > ${minuteOf(t.db.sql.now)} - ${CHART_MINUTES}
        GROUP BY ${minuteOf("finished_at")}, status`,
       [queue],
@@ -77,21 +78,24 @@ describe.each(backends())("the chart's per-minute counts ($name)", (backend) => 
     await expectExact(q, { done: 4, failed: 1 });
 
     // Backdated by an operator: ten minutes ago moves it; past the horizon takes it out of the chart.
-    await t.sql(`UPDATE {jobs} SET finished_at = ${t.db.sql.nowPlus("600", "-")} WHERE id = $1`, [ids[0]]);
-    await t.sql(`UPDATE {jobs} SET finished_at = ${t.db.sql.nowPlus(String(MINUTE_HORIZON * 60 + 600), "-")} WHERE id = $1`, [ids[1]]);
+    await t.sql(`UPDATE {history} SET finished_at = ${t.db.sql.nowPlus("600", "-")} WHERE id = $1`, [ids[0]]);
+    await t.sql(`UPDATE {history} SET finished_at = ${t.db.sql.nowPlus(String(MINUTE_HORIZON * 60 + 600), "-")} WHERE id = $1`, [ids[1]]);
     await expectExact(q, { done: 3, failed: 1 });
 
     // Deleted: a recent job leaves its minute; pruning the old one changes nothing.
-    await t.sql("DELETE FROM {jobs} WHERE id = $1", [ids[2]]);
+    await t.sql("DELETE FROM {history} WHERE id = $1", [ids[2]]);
     await expectExact(q, { done: 2, failed: 1 });
     expect(await prune({ db: t.db, olderThan: MINUTE_HORIZON * 60 })).toBe(1);
     await expectExact(q, { done: 2, failed: 1 });
 
-    // Inserted already ended (an import of history, say).
+    // Inserted already ended (an import of history, say): a row of history's columns, made from a job's.
+    const imported = await enqueue("ok", null, { db: t.db, queue: q });
+    const now = t.db.sql.now;
     await t.sql(
-      `INSERT INTO {jobs} (queue, task, status, attempts, run_at, started_at, finished_at) VALUES ($1, 'ok', 'done', 1, ${t.db.sql.now}, ${t.db.sql.now}, ${t.db.sql.now})`,
-      [q],
+      `INSERT INTO {history} (${STORED_LIST}) SELECT ${endingSelect("j", { status: "'done'", attempts: "1", started_at: now, finished_at: now })} FROM {jobs} j WHERE j.id = $1`,
+      [imported],
     );
+    await t.sql("DELETE FROM {jobs} WHERE id = $1", [imported]);
     await expectExact(q, { done: 3, failed: 1 });
   });
 

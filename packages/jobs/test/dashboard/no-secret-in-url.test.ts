@@ -84,6 +84,6 @@ describe.each(backends())("the dashboard never carries a query-string secret (is
       expect(response.status).toBe(303);
       expect(response.headers.get("location")).toBe(BASE);
     }
-    expect((await t.sql<{ status: string }>("SELECT status FROM {jobs} WHERE id = $1", [pending]))[0]?.status).toBe("cancelled");
+    expect((await t.sql<{ status: string }>("SELECT status FROM {all} WHERE id = $1", [pending]))[0]?.status).toBe("cancelled");
   });
 });
