@@ -1,20 +1,32 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cancelJob, enqueue, getJob, JobError, retryJob } from "../src/index.js";
+import { cancelJob, enqueue, getJob, JobError, processOne, retryJob, statusCounts } from "../src/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
+import { recount } from "./helpers/legacy-rows.js";
 
 describe.each(backends())("cancelJob and retryJob ($name)", (backend) => {
   let t: TestDatabase;
   beforeAll(async () => (t = await backend.create()));
   afterAll(() => t.close());
 
-  async function fail(id: number): Promise<void> {
+  /** Fails a job as an older version left it: a legacy ended row of the live table, counted. */
+  async function failLegacy(id: number, _queue: string): Promise<void> {
     await t.sql("UPDATE {jobs} SET status = 'failed', last_error = 'boom', finished_at = updated_at WHERE id = $1", [id]);
+    await recount(t);
   }
 
-  it("retryJob on a failed job whose dedup key another active job now holds is a JobError naming that job (audit 12.11)", async () => {
-    const first = await enqueue("sync", null, { db: t.db, queue: "admin", dedupKey: "admin-sync" });
-    await fail(first);
-    const holder = await enqueue("sync", null, { db: t.db, queue: "admin", dedupKey: "admin-sync" });
+  /** Fails a job as a worker does: it ends in the history table. */
+  async function failInHistory(id: number, queue: string): Promise<void> {
+    expect(await processOne({ sync: () => Promise.reject(Object.assign(new Error("boom"), { retryable: false })) }, { db: t.db, queue })).toBe(true);
+    expect(await t.sql("SELECT id FROM {history} WHERE id = $1", [id])).toHaveLength(1);
+  }
+
+  it.each([
+    ["a legacy row of the live table", failLegacy, "admin"],
+    ["in the history table", failInHistory, "admin-history"],
+  ])("retryJob on a failed job (%s) whose dedup key another active job now holds is a JobError naming that job (audit 12.11)", async (_where, fail, queue) => {
+    const first = await enqueue("sync", null, { db: t.db, queue, dedupKey: "admin-sync" });
+    await fail(first, queue);
+    const holder = await enqueue("sync", null, { db: t.db, queue, dedupKey: "admin-sync" });
     expect(holder).not.toBe(first);
     const error = await retryJob(first, { db: t.db }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(JobError);
@@ -24,6 +36,8 @@ describe.each(backends())("cancelJob and retryJob ($name)", (backend) => {
     expect(await cancelJob(holder, { db: t.db })).toBe(true);
     expect(await retryJob(first, { db: t.db })).toBe(true);
     expect((await getJob(first, { db: t.db }))!.status).toBe("pending");
+    expect((await statusCounts({ db: t.db, queue }))[0]!.counts).toMatchObject({ pending: 1, failed: 0, cancelled: 1 });
+    expect(await cancelJob(first, { db: t.db })).toBe(true);
   });
 
   const badIds: [string, unknown][] = [

@@ -2,10 +2,13 @@
 // unfinished batch still needs"): a batch's finished items stay while its callback has not
 // ended — pending, then running and reading ctx.batch() — and go with the first prune after it
 // ended. A plain job finished beside them shows each prune did delete what it may. All
-// backends; on PostgreSQL also prune({ into: "history" }), which applies the same rule.
+// backends: ended jobs in the history table, legacy ended rows of the live table (issue 33,
+// written by SQL: helpers/legacy-rows.ts), and prune({ into: "history" }) of those legacy rows,
+// which applies the same rule.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cancelJob, enqueue, enqueueBatch, getJob, processOne, prune, type BatchSummary, type JobContext } from "../src/index.js";
 import { backends, deferred, waitFor, type TestDatabase } from "./helpers/backends.js";
+import { makeLegacy } from "./helpers/legacy-rows.js";
 
 describe.each(backends())("prune and batches ($name)", (backend) => {
   let t: TestDatabase;
@@ -13,9 +16,9 @@ describe.each(backends())("prune and batches ($name)", (backend) => {
   afterAll(() => t.close());
 
   const status = async (id: number) => (await getJob(id, { db: t.db }))?.status;
-  /** Which of `ids` are still rows of the jobs table (getJob also finds jobs moved to the history table). */
-  const inJobsTable = async (ids: number[]) =>
-    (await t.sql<{ id: number | string }>(`SELECT id FROM {jobs} WHERE id IN (${ids.map((_, i) => `$${i + 1}`).join(", ")}) ORDER BY id`, ids)).map((r) =>
+  /** Which of `ids` are still rows of `table`: the jobs table (`{jobs}`: the legacy rows a move takes) or either (`{all}`). */
+  const rowsIn = async (table: "{jobs}" | "{all}", ids: number[]) =>
+    (await t.sql<{ id: number | string }>(`SELECT id FROM ${table} WHERE id IN (${ids.map((_, i) => `$${i + 1}`).join(", ")}) ORDER BY id`, ids)).map((r) =>
       Number(r.id),
     );
   /** Until the database clock is past when these jobs finished: then a prune with an age of 0 may take them. */
@@ -29,7 +32,9 @@ describe.each(backends())("prune and batches ($name)", (backend) => {
       return true;
     });
 
-  async function keptUntilTheCallbackEnded(queue: string, into?: "history"): Promise<void> {
+  /** `legacy`: the ended items, plain job and callback are made legacy rows as they end (always so for a move). */
+  async function keptUntilTheCallbackEnded(queue: string, into?: "history", legacy = into === "history"): Promise<void> {
+    const inJobsTable = (ids: number[]) => rowsIn(into ? "{jobs}" : "{all}", ids);
     const { batchId, ids, callbackId } = await enqueueBatch([{ task: "item" }, { task: "item" }, { task: "item" }], {
       db: t.db,
       queue,
@@ -52,6 +57,7 @@ describe.each(backends())("prune and batches ($name)", (backend) => {
     const itemStatuses = () => Promise.all(ids.map(status));
     expect(await itemStatuses()).toEqual(["done", "failed", "cancelled"]);
     await finishedBeforeNow([...ids, plain]);
+    if (legacy) await makeLegacy(t, [...ids, plain]);
 
     // Every item ended, the callback has not run.
     expect(await status(callback)).toBe("pending");
@@ -84,6 +90,7 @@ describe.each(backends())("prune and batches ($name)", (backend) => {
 
     // The callback ended: the next prune takes the items (and the callback).
     await finishedBeforeNow([callback]);
+    if (legacy) await makeLegacy(t, [callback]);
     expect(await prune({ db: t.db, olderThan: 0, ...(into ? { into } : {}) })).toBe(4);
     expect(await inJobsTable([...ids, callback])).toEqual([]);
     // Deleted, or (into the history table) still found by getJob, as they ended.
@@ -95,7 +102,11 @@ describe.each(backends())("prune and batches ($name)", (backend) => {
     await keptUntilTheCallbackEnded("prune-batch");
   });
 
-  it.runIf(backend.name === "postgres")("prune into the history table keeps them the same way (PostgreSQL)", async () => {
+  it("prune keeps them the same way as legacy ended rows of the live table", async () => {
+    await keptUntilTheCallbackEnded("legacy-batch", undefined, true);
+  });
+
+  it("prune into the history table keeps them the same way", async () => {
     await keptUntilTheCallbackEnded("history-batch", "history");
   });
 });

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { latestVersion, migrate, TABLE_NAME, type JobsDatabase } from "../src/index.js";
 import { COLUMN_TYPES, SCHEMA_DIFFERENCES, type OtherDialect } from "../src/migrations/differences.js";
+import { STORED_COLUMNS } from "../src/core/job-row.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
 /** Object name (`column x`, `index x`, `check x`, `primary key`) → its normalised description. */
@@ -252,6 +253,28 @@ describe.each(backends())("migration 3 ($name)", (backend) => {
       const { shape } = await SHAPES[backend.name](t.db);
       for (const name of stale) expect(shape.has(`index ${name}`), name).toBe(false);
       if (backend.name === "mysql") expect(shape.get("index jobs_claim_token")).toBe("(claim_token)");
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe.each(backends())("one column list for both tables ($name)", (backend) => {
+  it("STORED_COLUMNS is the stored columns of the live table and of jobs_history, in order (a move copies them by that list)", async () => {
+    const t = await backend.create();
+    try {
+      const stored = async (table: string): Promise<string[]> => {
+        const sql = {
+          postgres: `SELECT column_name AS name FROM information_schema.columns
+                     WHERE table_schema = $1 AND table_name = $2 AND is_generated = 'NEVER' ORDER BY ordinal_position`,
+          sqlite: `SELECT name FROM pragma_table_xinfo($2) WHERE hidden = 0 AND $1 IS NULL ORDER BY cid`,
+          mysql: `SELECT COLUMN_NAME AS name FROM information_schema.COLUMNS
+                  WHERE TABLE_SCHEMA = $1 AND TABLE_NAME = $2 AND EXTRA NOT LIKE '%GENERATED%' ORDER BY ORDINAL_POSITION`,
+        }[backend.name];
+        return (await t.sql<{ name: string }>(sql, [backend.name === "sqlite" ? null : t.schema, table])).map((r) => r.name);
+      };
+      expect(await stored(TABLE_NAME)).toEqual([...STORED_COLUMNS]);
+      expect(await stored("jobs_history")).toEqual([...STORED_COLUMNS]);
     } finally {
       await t.close();
     }

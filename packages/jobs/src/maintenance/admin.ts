@@ -7,9 +7,10 @@ import { settleEndedIds } from "../dependencies/flow-release.js";
 import { whileEnding } from "../run/ended.js";
 import { type AdminOptions, type DatabaseOptions, type PruneHistoryOptions, type PruneOptions } from "../core/options.js";
 import { ADMIN_OPTION_KEYS, DATABASE_OPTION_KEYS, PRUNE_HISTORY_OPTION_KEYS, PRUNE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
-import { checkHistoryDialect, dropPartitions, listPartitions, moveBatch, restoreArchived, type HistoryPartition } from "./history.js";
+import { checkPartitionsDialect, dropPartitions, listPartitions, moveBatch, restoreEnded, type HistoryPartition } from "./history.js";
+import { uncountLive } from "./uncount.js";
 import { isUniqueViolation } from "../core/sql-errors.js";
-import { DEFAULT_PRUNE_BATCH, FINISHED, MAX_PRUNE_BATCH, pruneBatch, type FinishedStatus } from "./prune-batch.js";
+import { DEFAULT_PRUNE_BATCH, FINISHED, MAX_PRUNE_BATCH, pruneBatch, pruneLegacyBatch, type FinishedStatus } from "./prune-batch.js";
 import { checkInteger, checkJobId, checkSeconds, checkTenant, describe } from "../base/validate.js";
 
 export type { AdminOptions, PruneHistoryOptions, PruneOptions } from "../core/options.js";
@@ -44,23 +45,29 @@ export async function cancelJob(id: number, options: AdminOptions = {}): Promise
 }
 
 /**
- * Puts a failed or cancelled job back in its queue now, with one more attempt allowed. A job
- * whose dedup key another pending or running job holds meanwhile cannot be: a JobError says so.
+ * Puts a failed or cancelled job back in its queue now, with one more attempt allowed: from the
+ * history table back into the live table, or (a legacy row an older version left in the live
+ * table) where it is, out of the counts. A job whose dedup key another pending or running job
+ * holds meanwhile cannot be: a JobError says so.
  */
 export async function retryJob(id: number, options: AdminOptions = {}): Promise<boolean> {
   const { db, tenant } = checkAdminCall(id, options, "retryJob");
+  const which = `id = $1 AND status IN ('failed', 'cancelled')${tenant === null ? "" : " AND tenant = $2"}`;
+  const params = tenant === null ? [id] : [id, tenant];
   const retry = (tx: Executor) =>
     tx.query(
       `UPDATE ${db.table} SET status = 'pending', run_at = ${db.sql.now}, finished_at = NULL, updated_at = ${db.sql.now},
          max_attempts = CASE WHEN max_attempts > attempts THEN max_attempts ELSE attempts + 1 END
-       WHERE id = $1 AND status IN ('failed', 'cancelled')${tenant === null ? "" : " AND tenant = $2"}`,
-      tenant === null ? [id] : [id, tenant],
+       WHERE ${which}`,
+      params,
     );
   try {
-    if ((await retry(db.executor)).rowCount > 0) return true;
-    if (db.dialect !== "postgres") return false;
-    // Moved to the history table by a prune: back into the jobs table and its queue, in one transaction.
-    return await db.executor.transaction(async (tx) => (await restoreArchived(db, tx, id, tenant)) && (await retry(tx)).rowCount > 0);
+    return await db.executor.transaction(async (tx) => {
+      const legacy = await tx.query(`SELECT id FROM ${db.table} WHERE ${which}${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`, params);
+      if (legacy.rows.length > 0) await uncountLive(db, tx, [id]);
+      else if (!(await restoreEnded(db, tx, id, tenant))) return false;
+      return (await retry(tx)).rowCount > 0;
+    });
   } catch (error) {
     // Back to pending makes the job an active holder of its dedup key again: the only unique
     // index this UPDATE can run into.
@@ -71,10 +78,11 @@ export async function retryJob(id: number, options: AdminOptions = {}): Promise<
 
 async function dedupKeyHeld(db: JobsDatabase, id: number): Promise<JobError> {
   // Inside a caller's PostgreSQL transaction the violation aborted it, and this read fails too.
+  // The job is where it was before the retry: in history, or a legacy row of the live table.
   const holder = await db.executor
     .query<{ dedup_key: string; id: number | string }>(
-      `SELECT j.dedup_key, h.id FROM ${db.table} j JOIN ${db.table} h ON h.dedup_key = j.dedup_key AND h.status IN ('pending', 'running')
-       WHERE j.id = $1`,
+      `SELECT j.dedup_key, h.id FROM (SELECT dedup_key FROM ${db.table} WHERE id = $1 UNION ALL SELECT dedup_key FROM ${db.historyTable} WHERE id = $1) j
+       JOIN ${db.table} h ON h.dedup_key = j.dedup_key AND h.status IN ('pending', 'running')`,
       [id],
     )
     .then((r) => r.rows[0])
@@ -95,38 +103,41 @@ function checkStatuses(value: unknown): readonly FinishedStatus[] {
   return [...new Set(value as FinishedStatus[])];
 }
 
-function checkInto(value: unknown, db: JobsDatabase): "history" | undefined {
+function checkInto(value: unknown): "history" | undefined {
   if (value === undefined) return undefined;
   if (value !== "history") throw new JobError(`prune: into must be "history" or left out (to delete), got ${describe(value)}`, "into");
-  checkHistoryDialect(db, "prune", "into");
   return value;
 }
 
 /**
- * Deletes finished jobs (done, failed, cancelled, or `statuses`) that ended more than
- * `olderThan` seconds ago, oldest first, `batchSize` rows per statement: each batch is its own
- * short transaction that locks only the finished rows it deletes, so workers claim and
- * complete throughout a prune of millions. Returns how many were deleted. With
- * `into: "history"` (PostgreSQL) they are moved to the history table instead, the same way.
+ * Deletes ended jobs (done, failed, cancelled, or `statuses`) that ended more than `olderThan`
+ * seconds ago, oldest first, `batchSize` rows per statement: each batch is its own short
+ * transaction that locks only the ended rows it deletes, so workers claim and complete
+ * throughout a prune of millions. Returns how many were deleted. The history table's jobs, and
+ * first the legacy ended rows an older version left in the live table (taken out of the counts
+ * as they go). With `into: "history"` those legacy rows alone are moved to the history table
+ * instead, the same way (what the online upgrade does).
  */
 export async function prune(options: PruneOptions): Promise<number> {
   checkOptions(options, PRUNE_OPTION_KEYS, "prune");
   const olderThan = checkSeconds(options.olderThan, "olderThan");
   const statuses = checkStatuses(options.statuses);
   const batch = options.batchSize === undefined ? DEFAULT_PRUNE_BATCH : checkInteger(options.batchSize, "batchSize", 1, MAX_PRUNE_BATCH);
+  const into = checkInto(options.into);
   const db = resolveDb(options.db);
-  const into = checkInto(options.into, db);
   let deleted = 0;
-  for (;;) {
-    const n = into === "history" ? await moveBatch(db, olderThan, statuses, batch) : await pruneBatch(db, olderThan, statuses, batch);
-    deleted += n;
-    if (n < batch) break;
-    // A turn of the event loop between batches: SQLite answers synchronously, and a prune of
-    // millions in a worker's process would otherwise hold its timers (lease extensions) until done.
-    await new Promise((resolve) => setImmediate(resolve));
+  for (const step of into === "history" ? [moveBatch] : [pruneLegacyBatch, pruneBatch]) {
+    for (;;) {
+      const n = await step(db, olderThan, statuses, batch);
+      deleted += n;
+      if (n < batch) break;
+      // A turn of the event loop between batches: SQLite answers synchronously, and a prune of
+      // millions in a worker's process would otherwise hold its timers (lease extensions) until done.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   }
   // The edges of pruned jobs whose dependents had all ended.
-  if (deleted > 0) await pruneFlowEdges(db);
+  if (deleted > 0 && into === undefined) await pruneFlowEdges(db);
   return deleted;
 }
 
@@ -138,7 +149,7 @@ export async function pruneHistory(options: PruneHistoryOptions): Promise<string
   checkOptions(options, PRUNE_HISTORY_OPTION_KEYS, "pruneHistory");
   const olderThan = checkSeconds(options.olderThan, "olderThan");
   const db = resolveDb(options.db);
-  checkHistoryDialect(db, "pruneHistory", "pruneHistory");
+  checkPartitionsDialect(db, "pruneHistory", "pruneHistory");
   return dropPartitions(db, olderThan);
 }
 
@@ -146,6 +157,6 @@ export async function pruneHistory(options: PruneHistoryOptions): Promise<string
 export async function historyPartitions(options: DatabaseOptions = {}): Promise<HistoryPartition[]> {
   checkOptions(options, DATABASE_OPTION_KEYS, "historyPartitions");
   const db = resolveDb(options.db).forReading();
-  checkHistoryDialect(db, "historyPartitions", "historyPartitions");
+  checkPartitionsDialect(db, "historyPartitions", "historyPartitions");
   return listPartitions(db);
 }

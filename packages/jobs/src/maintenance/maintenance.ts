@@ -2,7 +2,7 @@ import { prune, pruneHistory } from "./admin.js";
 import { resolveDb } from "../core/connect.js";
 import type { JobsDatabase } from "../core/database.js";
 import { JobError } from "../base/errors.js";
-import { checkHistoryDialect } from "./history.js";
+import { checkPartitionsDialect } from "./history.js";
 import type { Logger } from "../base/logger.js";
 import { type DbLike } from "../core/options.js";
 import { checkOptions } from "../core/option-keys.js";
@@ -57,13 +57,12 @@ export async function scheduleMaintenance(options: MaintenanceOptions): Promise<
     if (p.batchSize !== undefined) checkInteger(p.batchSize, "prune.batchSize", 1, MAX_PRUNE_BATCH);
     if (p.into !== undefined) {
       if (p.into !== "history") throw new JobError(`scheduleMaintenance: prune.into must be "history" or left out, got ${describe(p.into)}`, "prune.into");
-      checkHistoryDialect(db, "scheduleMaintenance", "prune.into");
     }
   }
   if (h) {
     checkPart(h, ["olderThan", "cron"], "pruneHistory");
     checkSeconds(h.olderThan, "pruneHistory.olderThan");
-    checkHistoryDialect(db, "scheduleMaintenance", "pruneHistory");
+    checkPartitionsDialect(db, "scheduleMaintenance", "pruneHistory");
   }
   if (r) {
     checkPart(r, ["lease", "cron"], "reclaim");

@@ -131,6 +131,9 @@ const LOCKS: Record<DialectName, <T>(db: JobsDatabase, work: (tx: Executor) => P
         if (db.schema) await session.query(`CREATE DATABASE IF NOT EXISTS ${quoteIdent("mysql", db.schema)}`);
         return await work(session);
       } finally {
+        // A migration that failed between its LOCK TABLES and UNLOCK TABLES (version 15) must
+        // not hand its session back to the pool holding table locks.
+        await session.query("UNLOCK TABLES").catch(() => undefined);
         // A lost connection released the lock with it: never hide work's own error behind that.
         await session.query(`SELECT RELEASE_LOCK(${name})`, [db.schema]).catch(() => undefined);
       }

@@ -1,5 +1,8 @@
+import { runningWithoutLease } from "./lease-index.js";
 import { liveJobsOnly } from "./history-store.js";
-import { COUNT_SHARDS, MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
+import { countTriggers, minutesFrom, minuteTriggers } from "./mysql-counts.js";
+import { historyCounts } from "./history-counts.js";
+import type { Migration } from "./types.js";
 
 /**
  * The jobs table of migrations/postgres.ts in MariaDB (10.6+). MariaDB DDL commits on its
@@ -177,34 +180,18 @@ export const mysqlMigrations: Migration[] = [
     // once more or less (the backfill writes shard -1, so running it again replaces, not adds).
     statements: ({ table, named }) => {
       const counts = named("jobs_counts");
-      const finished = "('done', 'failed', 'cancelled')";
-      const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
-        `INSERT INTO ${counts} (queue, tenant, status, shard, n)
-           VALUES (${row}.queue, COALESCE(${row}.tenant, ''), ${row}.status, CONNECTION_ID() % ${COUNT_SHARDS}, ${delta})
-           ON DUPLICATE KEY UPDATE n = n + ${delta};`;
-      const moved = "NOT (OLD.status <=> NEW.status AND OLD.queue <=> NEW.queue AND OLD.tenant <=> NEW.tenant)";
       return [
         `CREATE TABLE IF NOT EXISTS ${counts} (
           queue VARCHAR(255) NOT NULL,
           tenant VARCHAR(255) NOT NULL DEFAULT '',
-          status VARCHAR(16) NOT NULL CHECK (status IN ${finished}),
+          status VARCHAR(16) NOT NULL CHECK (status IN ('done', 'failed', 'cancelled')),
           shard INT NOT NULL,
           n BIGINT NOT NULL DEFAULT 0,
           PRIMARY KEY (queue, tenant, status, shard)
         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
-        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_count_insert")} AFTER INSERT ON ${table} FOR EACH ROW
-          BEGIN IF NEW.status IN ${finished} THEN ${bump("NEW", 1)} END IF; END`,
-        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_count_delete")} AFTER DELETE ON ${table} FOR EACH ROW
-          BEGIN IF OLD.status IN ${finished} THEN ${bump("OLD", -1)} END IF; END`,
-        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_count_update")} AFTER UPDATE ON ${table} FOR EACH ROW
-          BEGIN
-            IF ${moved} THEN
-              IF OLD.status IN ${finished} THEN ${bump("OLD", -1)} END IF;
-              IF NEW.status IN ${finished} THEN ${bump("NEW", 1)} END IF;
-            END IF;
-          END`,
+        ...countTriggers(table, counts, named),
         `INSERT INTO ${counts} (queue, tenant, status, shard, n)
-          SELECT queue, COALESCE(tenant, ''), status, -1, count(*) FROM ${table} WHERE status IN ${finished} GROUP BY queue, COALESCE(tenant, ''), status
+          SELECT queue, COALESCE(tenant, ''), status, -1, count(*) FROM ${table} WHERE status IN ('done', 'failed', 'cancelled') GROUP BY queue, COALESCE(tenant, ''), status
           ON DUPLICATE KEY UPDATE n = VALUES(n)`,
       ];
     },
@@ -233,16 +220,6 @@ export const mysqlMigrations: Migration[] = [
     // the ones before: n is set while minute still holds the slot's old minute.
     statements: ({ table, named }) => {
       const minutes = named("jobs_minutes");
-      const minuteOf = (timestamp: string) => `TIMESTAMPDIFF(MINUTE, TIMESTAMP'1970-01-01 00:00:00', ${timestamp})`;
-      const counted = (row: "OLD" | "NEW") =>
-        `${row}.status IN ('done', 'failed') AND ${row}.finished_at >= UTC_TIMESTAMP(6) - INTERVAL ${MINUTE_HORIZON} MINUTE`;
-      const ring = "n = CASE WHEN minute = VALUES(minute) THEN n + VALUES(n) WHEN minute < VALUES(minute) THEN VALUES(n) ELSE n END";
-      const upsert = (values: string, n = ring) =>
-        `INSERT INTO ${minutes} (slot, queue, status, shard, minute, n) ${values}
-           ON DUPLICATE KEY UPDATE ${n}, minute = GREATEST(minute, VALUES(minute))`;
-      const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
-        `${upsert(`VALUES (${minuteOf(`${row}.finished_at`)} % ${MINUTE_SLOTS}, ${row}.queue, ${row}.status, CONNECTION_ID() % ${COUNT_SHARDS}, ${minuteOf(`${row}.finished_at`)}, ${delta})`)};`;
-      const moved = "NOT (OLD.status <=> NEW.status AND OLD.queue <=> NEW.queue AND OLD.finished_at <=> NEW.finished_at)";
       return [
         `CREATE TABLE IF NOT EXISTS ${minutes} (
           slot INT NOT NULL,
@@ -253,24 +230,10 @@ export const mysqlMigrations: Migration[] = [
           n BIGINT NOT NULL,
           PRIMARY KEY (slot, queue, status, shard)
         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
-        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_minute_insert")} AFTER INSERT ON ${table} FOR EACH ROW
-          BEGIN IF ${counted("NEW")} THEN ${bump("NEW", 1)} END IF; END`,
-        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_minute_delete")} AFTER DELETE ON ${table} FOR EACH ROW
-          BEGIN IF ${counted("OLD")} THEN ${bump("OLD", -1)} END IF; END`,
-        `CREATE TRIGGER IF NOT EXISTS ${named("jobs_minute_update")} AFTER UPDATE ON ${table} FOR EACH ROW
-          BEGIN
-            IF ${moved} THEN
-              IF ${counted("OLD")} THEN ${bump("OLD", -1)} END IF;
-              IF ${counted("NEW")} THEN ${bump("NEW", 1)} END IF;
-            END IF;
-          END`,
+        ...minuteTriggers(table, minutes, named),
         // DDL commits on its own here (see version 7): the backfill writes shard -1, which no
         // connection's trigger writes, and replaces what it finds there.
-        upsert(
-          `SELECT ${minuteOf("finished_at")} % ${MINUTE_SLOTS}, queue, status, -1, ${minuteOf("finished_at")}, count(*) FROM ${table}
-           WHERE ${counted("NEW").replace(/NEW\./g, "")} GROUP BY ${minuteOf("finished_at")}, queue, status`,
-          "n = VALUES(n)",
-        ),
+        minutesFrom(minutes, table, 1, "-1", "n = VALUES(n)"),
       ];
     },
   },
@@ -294,4 +257,6 @@ export const mysqlMigrations: Migration[] = [
     statements: () => [],
   },
   liveJobsOnly("mysql"),
+  historyCounts("mysql"),
+  runningWithoutLease("mysql"),
 ];

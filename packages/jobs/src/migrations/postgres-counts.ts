@@ -1,23 +1,67 @@
 import { COUNT_SHARDS, MINUTE_HORIZON, MINUTE_SLOTS, type Migration } from "./types.js";
 
+/** The finished states, as SQL. */
+const FINISHED = "('done', 'failed', 'cancelled')";
+
 /**
  * The function of a statement trigger that counts what a statement changed into `counts`:
- * `upsert` of `rows(relation, ±1)` read from its transition tables (an update's old version
- * out, its new one in); TRUNCATE empties the counts with the table.
+ * `upsert` of `rows(relation, ±1)` read from its transition tables (an insert's new rows in, a
+ * delete's old ones out, an update's old version out and its new one in); TRUNCATE runs
+ * `truncated` (by default, empties the counts with the table).
  */
-function countingFunction(fn: string, counts: string, upsert: (select: string) => string, rows: (relation: string, delta: 1 | -1) => string): string {
+export function countingFunction(
+  fn: string,
+  counts: string,
+  upsert: (select: string) => string,
+  rows: (relation: string, delta: 1 | -1) => string,
+  truncated = `DELETE FROM ${counts};`,
+): string {
   return `CREATE OR REPLACE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           IF TG_OP = 'TRUNCATE' THEN
-            DELETE FROM ${counts};
+            ${truncated}
           ELSIF TG_OP = 'DELETE' THEN
-            ${upsert(rows("old_rows", -1))}
+            ${upsert(rows("old_rows", -1))};
+          ELSIF TG_OP = 'INSERT' THEN
+            ${upsert(rows("new_rows", 1))};
           ELSE
-            ${upsert(`${rows("new_rows", 1)} UNION ALL ${rows("old_rows", -1)}`)}
+            ${upsert(`${rows("new_rows", 1)} UNION ALL ${rows("old_rows", -1)}`)};
           END IF;
           RETURN NULL;
         END
         $$`;
+}
+
+/**
+ * Adds `select`'s (queue, tenant, status, delta) rows to jobs_counts `counts`, one upsert per
+ * (queue, tenant, status), on the shard of the writing connection.
+ */
+export function countsUpsert(counts: string, select: string): string {
+  return `INSERT INTO ${counts} AS c (queue, tenant, status, shard, n)
+           SELECT queue, tenant, status, pg_backend_pid() % ${COUNT_SHARDS}, sum(delta) FROM (${select}) AS d
+           GROUP BY queue, tenant, status HAVING sum(delta) <> 0
+           ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n`;
+}
+
+/** The finished rows of `relation` as (queue, tenant, status, delta) rows for countsUpsert. */
+export function countedRows(relation: string, delta: 1 | -1): string {
+  return `SELECT queue, COALESCE(tenant, '') AS tenant, status, ${delta} AS delta FROM ${relation} WHERE status IN ${FINISHED}`;
+}
+
+/** Adds `select`'s (minute, queue, status, delta) rows to jobs_minutes `minutes`, in the ring's way (see version 10). */
+export function minutesUpsert(minutes: string, select: string): string {
+  return `INSERT INTO ${minutes} AS m (slot, queue, status, shard, minute, n)
+           SELECT (minute % ${MINUTE_SLOTS})::integer, queue, status, pg_backend_pid() % ${COUNT_SHARDS}, minute, sum(delta) FROM (${select}) AS d
+           GROUP BY minute, queue, status HAVING sum(delta) <> 0
+           ON CONFLICT (slot, queue, status, shard) DO UPDATE
+           SET n = CASE WHEN m.minute = excluded.minute THEN m.n + excluded.n WHEN m.minute < excluded.minute THEN excluded.n ELSE m.n END,
+               minute = GREATEST(m.minute, excluded.minute)`;
+}
+
+/** The rows of `relation` that ended done or failed within the horizon, as (minute, queue, status, delta) rows for minutesUpsert. */
+export function minuteRows(relation: string, delta: 1 | -1): string {
+  return `SELECT floor(extract(epoch from finished_at) / 60)::bigint AS minute, queue, status, ${delta} AS delta FROM ${relation}
+         WHERE status IN ('done', 'failed') AND finished_at >= now() - interval '${MINUTE_HORIZON} minutes'`;
 }
 
 /** Migration 7: finished jobs per queue, tenant and status (jobs_counts), kept by triggers. */
@@ -42,14 +86,8 @@ export const finishedCounts: Migration = {
     const counts = named("jobs_counts");
     const fn = named("jobs_count_finished");
     const rowFn = named("jobs_count_inserted");
-    const finished = "('done', 'failed', 'cancelled')";
-    const upsert = (select: string) =>
-      `INSERT INTO ${counts} AS c (queue, tenant, status, shard, n)
-           SELECT queue, tenant, status, pg_backend_pid() % ${COUNT_SHARDS}, sum(delta) FROM (${select}) AS d
-           GROUP BY queue, tenant, status HAVING sum(delta) <> 0
-           ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = c.n + excluded.n;`;
-    const rows = (relation: string, delta: 1 | -1) =>
-      `SELECT queue, COALESCE(tenant, '') AS tenant, status, ${delta} AS delta FROM ${relation} WHERE status IN ${finished}`;
+    const finished = FINISHED;
+    const upsert = (select: string) => countsUpsert(counts, select);
     return [
       // The waiting count of statusCounts reads the waiting jobs only (dependencies, migration 6).
       `CREATE INDEX IF NOT EXISTS ${index("jobs_waiting")} ON ${table} (queue) WHERE status = 'waiting'`,
@@ -61,7 +99,7 @@ export const finishedCounts: Migration = {
           n bigint NOT NULL DEFAULT 0,
           PRIMARY KEY (queue, tenant, status, shard)
         )`,
-      countingFunction(fn, counts, upsert, rows),
+      countingFunction(fn, counts, upsert, countedRows),
       `CREATE OR REPLACE FUNCTION ${rowFn}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           INSERT INTO ${counts} AS c (queue, tenant, status, shard, n)
@@ -100,16 +138,8 @@ export const finishedMinutes: Migration = {
     const minutes = named("jobs_minutes");
     const fn = named("jobs_count_minutes");
     const rowFn = named("jobs_count_minute_inserted");
-    const upsert = (select: string) =>
-      `INSERT INTO ${minutes} AS m (slot, queue, status, shard, minute, n)
-           SELECT (minute % ${MINUTE_SLOTS})::integer, queue, status, pg_backend_pid() % ${COUNT_SHARDS}, minute, sum(delta) FROM (${select}) AS d
-           GROUP BY minute, queue, status HAVING sum(delta) <> 0
-           ON CONFLICT (slot, queue, status, shard) DO UPDATE
-           SET n = CASE WHEN m.minute = excluded.minute THEN m.n + excluded.n WHEN m.minute < excluded.minute THEN excluded.n ELSE m.n END,
-               minute = GREATEST(m.minute, excluded.minute);`;
-    const rows = (relation: string, delta: 1 | -1) =>
-      `SELECT floor(extract(epoch from finished_at) / 60)::bigint AS minute, queue, status, ${delta} AS delta FROM ${relation}
-         WHERE status IN ('done', 'failed') AND finished_at >= now() - interval '${MINUTE_HORIZON} minutes'`;
+    const upsert = (select: string) => minutesUpsert(minutes, select);
+    const rows = minuteRows;
     return [
       `CREATE TABLE IF NOT EXISTS ${minutes} (
           slot integer NOT NULL,
@@ -123,7 +153,7 @@ export const finishedMinutes: Migration = {
       countingFunction(fn, minutes, upsert, rows),
       `CREATE OR REPLACE FUNCTION ${rowFn}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-          ${upsert(`SELECT floor(extract(epoch from NEW.finished_at) / 60)::bigint AS minute, NEW.queue AS queue, NEW.status AS status, 1 AS delta`)}
+          ${upsert(`SELECT floor(extract(epoch from NEW.finished_at) / 60)::bigint AS minute, NEW.queue AS queue, NEW.status AS status, 1 AS delta`)};
           RETURN NULL;
         END
         $$`,
@@ -135,7 +165,7 @@ export const finishedMinutes: Migration = {
       // The jobs that ended within the horizon already; CREATE TRIGGER locked the table against
       // writes until this transaction commits, so none is counted twice or missed.
       `DELETE FROM ${minutes}`,
-      upsert(rows(table, 1)).replace(/;$/, ""),
+      upsert(rows(table, 1)),
     ];
   },
 };

@@ -1,4 +1,6 @@
+import { runningWithoutLease } from "./lease-index.js";
 import { liveJobsOnly } from "./history-store.js";
+import { historyCounts } from "./history-counts.js";
 import { finishedCounts, finishedMinutes } from "./postgres-counts.js";
 import type { Migration } from "./types.js";
 
@@ -228,4 +230,6 @@ export const postgresMigrations: Migration[] = [
     statements: () => [],
   },
   liveJobsOnly("postgres"),
+  historyCounts("postgres"),
+  runningWithoutLease("postgres"),
 ];

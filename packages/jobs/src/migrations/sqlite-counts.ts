@@ -3,8 +3,8 @@ import { dialectFor } from "../dialects/index.js";
 const SQLITE_NOW = dialectFor("sqlite").now;
 import { MINUTE_HORIZON, MINUTE_SLOTS, type Migration, type SchemaNames } from "./types.js";
 
-/** The triggers that keep jobs_counts (migration 7), as migration 11 replaces them. */
-const TRIGGERS = ["jobs_count_insert", "jobs_count_delete", "jobs_count_update_old", "jobs_count_update_new"] as const;
+/** The row triggers that keep jobs_counts (migration 7), as migration 11 replaces them. */
+export const COUNT_TRIGGERS = ["jobs_count_insert", "jobs_count_delete", "jobs_count_update_old", "jobs_count_update_new"] as const;
 
 /** jobs_counts (migration 7), `finished` its CHECK of the status. */
 export function countsTable(name: string, finished: string): string {
@@ -80,7 +80,7 @@ export function countsWithoutInLists(names: SchemaNames): string[] {
   const rebuilt = names.named("jobs_counts_v11");
   const finished = (row: string) => `${row}status = 'done' OR ${row}status = 'failed' OR ${row}status = 'cancelled'`;
   return [
-    ...TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${names.index(name)}`),
+    ...COUNT_TRIGGERS.map((name) => `DROP TRIGGER IF EXISTS ${names.index(name)}`),
     countsTable(rebuilt, finished("")),
     `INSERT INTO ${rebuilt} (queue, tenant, status, shard, n) SELECT queue, tenant, status, shard, n FROM ${counts}`,
     `DROP TABLE ${counts}`,
@@ -111,25 +111,64 @@ export const finishedCounts: Migration = {
   },
 };
 
+/** The row triggers that keep jobs_minutes (migration 10), as it creates them. */
+export const MINUTE_TRIGGERS = ["jobs_minute_insert", "jobs_minute_delete", "jobs_minute_update_old", "jobs_minute_update_new"] as const;
+
+/** Whether `row` ended done or failed within the horizon: what jobs_minutes counts. */
+function minuteCounted(row: "OLD" | "NEW"): string {
+  return `${row}.status IN ('done', 'failed') AND ${row}.finished_at >= ${SQLITE_NOW} - ${MINUTE_HORIZON * 60_000}`;
+}
+
+/** Adds the (slot, queue, status, shard, minute, n) rows of `values` to jobs_minutes `minutes` (unqualified in a trigger's body), in the ring's way. */
+function minutesUpsert(minutes: string, values: string): string {
+  return `INSERT INTO ${minutes} (slot, queue, status, shard, minute, n) ${values}
+           ON CONFLICT (slot, queue, status, shard) DO UPDATE
+           SET n = CASE WHEN minute = excluded.minute THEN n + excluded.n WHEN minute < excluded.minute THEN excluded.n ELSE n END,
+               minute = max(minute, excluded.minute)`;
+}
+
+/** Migration 10's row triggers keeping jobs_minutes from the changes of `names.table`. */
+export function minuteTriggers({ table, named, index }: SchemaNames): string[] {
+  const on = table.slice(table.lastIndexOf(".") + 1);
+  const minutes = named("jobs_minutes");
+  const inBody = minutes.slice(minutes.lastIndexOf(".") + 1);
+  const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
+    `${minutesUpsert(inBody, `VALUES ((${row}.finished_at / 60000) % ${MINUTE_SLOTS}, ${row}.queue, ${row}.status, 0, ${row}.finished_at / 60000, ${delta})`)};`;
+  const moved = "(OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.finished_at IS NOT NEW.finished_at)";
+  return rowCountTriggers({ index, on, prefix: "jobs_minute", columns: "status, queue, finished_at", counts: minuteCounted, moved, bump });
+}
+
+/**
+ * The statement that adds to jobs_minutes `minutes` the rows of `relation` (a table or an
+ * aliased subquery of queue, status, finished_at) that ended within the horizon, times `delta`.
+ */
+export function minutesFrom(minutes: string, relation: string, delta: 1 | -1): string {
+  return minutesUpsert(
+    minutes,
+    `SELECT (finished_at / 60000) % ${MINUTE_SLOTS}, queue, status, 0, finished_at / 60000, ${delta} * count(*) FROM ${relation}
+           WHERE ${minuteCounted("NEW").replace(/NEW\./g, "")} GROUP BY finished_at / 60000, queue, status`,
+  );
+}
+
+/**
+ * The statement that adds to jobs_counts `counts` the finished rows of `relation` (a table or
+ * an aliased subquery of queue, tenant, status), times `delta`.
+ */
+export function countsFrom(counts: string, relation: string, delta: 1 | -1): string {
+  return `INSERT INTO ${counts} (queue, tenant, status, shard, n)
+          SELECT queue, COALESCE(tenant, ''), status, 0, ${delta} * count(*) FROM ${relation}
+          WHERE status = 'done' OR status = 'failed' OR status = 'cancelled' GROUP BY queue, COALESCE(tenant, ''), status
+          ON CONFLICT (queue, tenant, status, shard) DO UPDATE SET n = n + excluded.n`;
+}
+
 /** Migration 10: jobs ended per queue and minute (jobs_minutes), kept by row triggers. */
 export const finishedMinutes: Migration = {
   version: 10,
   name: "finished_minutes",
   // See migrations/postgres-counts.ts, version 10: row triggers here, one shard (0), minutes of the
   // epoch-millisecond finished_at.
-  statements: ({ table, named, index }) => {
-    const on = table.slice(table.lastIndexOf(".") + 1);
-    const minutes = named("jobs_minutes");
-    const inBody = minutes.slice(minutes.lastIndexOf(".") + 1);
-    const counted = (row: "OLD" | "NEW") => `${row}.status IN ('done', 'failed') AND ${row}.finished_at >= ${SQLITE_NOW} - ${MINUTE_HORIZON * 60_000}`;
-    const upsert = (values: string) =>
-      `INSERT INTO ${inBody} (slot, queue, status, shard, minute, n) ${values}
-           ON CONFLICT (slot, queue, status, shard) DO UPDATE
-           SET n = CASE WHEN minute = excluded.minute THEN n + excluded.n WHEN minute < excluded.minute THEN excluded.n ELSE n END,
-               minute = max(minute, excluded.minute)`;
-    const bump = (row: "OLD" | "NEW", delta: 1 | -1) =>
-      `${upsert(`VALUES ((${row}.finished_at / 60000) % ${MINUTE_SLOTS}, ${row}.queue, ${row}.status, 0, ${row}.finished_at / 60000, ${delta})`)};`;
-    const moved = "(OLD.status IS NOT NEW.status OR OLD.queue IS NOT NEW.queue OR OLD.finished_at IS NOT NEW.finished_at)";
+  statements: (names) => {
+    const minutes = names.named("jobs_minutes");
     return [
       `CREATE TABLE IF NOT EXISTS ${minutes} (
           slot INTEGER NOT NULL,
@@ -140,12 +179,9 @@ export const finishedMinutes: Migration = {
           n INTEGER NOT NULL,
           PRIMARY KEY (slot, queue, status, shard)
         )`,
-      ...rowCountTriggers({ index, on, prefix: "jobs_minute", columns: "status, queue, finished_at", counts: counted, moved, bump }),
+      ...minuteTriggers(names),
       `DELETE FROM ${minutes}`,
-      upsert(
-        `SELECT (finished_at / 60000) % ${MINUTE_SLOTS}, queue, status, 0, finished_at / 60000, count(*) FROM ${table}
-           WHERE ${counted("NEW").replace(/NEW\./g, "")} GROUP BY finished_at / 60000, queue, status`,
-      ),
+      minutesFrom(minutes, names.table, 1),
     ];
   },
 };

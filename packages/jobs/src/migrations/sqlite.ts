@@ -1,4 +1,6 @@
+import { runningWithoutLease } from "./lease-index.js";
 import { liveJobsOnly } from "./history-store.js";
+import { historyCounts } from "./history-counts.js";
 import { dialectFor } from "../dialects/index.js";
 
 const SQLITE = dialectFor("sqlite");
@@ -254,4 +256,6 @@ export const sqliteMigrations: Migration[] = [
     ],
   },
   liveJobsOnly("sqlite"),
+  historyCounts("sqlite"),
+  runningWithoutLease("sqlite"),
 ];
