@@ -135,7 +135,7 @@ describe.each(backends())("the worker ($name)", (backend) => {
       release.resolve();
       await waitFor(
         "every job done",
-        async () => (await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status = 'done'", [queue]))[0]!.n == jobs,
+        async () => (await t.sql<{ n: number | string }>("SELECT count(*) AS n FROM {all} WHERE queue = $1 AND status = 'done'", [queue]))[0]!.n == jobs,
         60_000,
       );
       expect(ran).toBe(jobs);
