@@ -78,6 +78,9 @@ describe("forge-jobs CLI: usage", () => {
         "011_forge_jobs_counts_without_in_lists.postgres.sql",
         "012_forge_jobs_running_keys_index.postgres.sql",
         "013_forge_jobs_finished_index_without_in_list.postgres.sql",
+        "014_forge_jobs_live_jobs_only.postgres.sql",
+        "015_forge_jobs_counts_in_history.postgres.sql",
+        "016_forge_jobs_running_without_lease.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
