@@ -69,26 +69,26 @@ const COMPLETE: PerDialect<(db: JobsDatabase, flow: boolean) => string | Script<
   // values, then delete them, returning the tokens that were current. One JSON array of
   // [id, token, result] triples, read by one json_each (joining three json_each on their keys
   // was a nested loop, quadratic in the batch). Rows are found by id (rowid): the unary +
-  // keeps `status = 'running'` from steering the planner to the jobs_running index. The DELETE
-  // matches the same rows as the INSERT: ids and tokens from the batch (a token is one run's
-  // only), under SQLite's single writer, in one transaction.
+  // keeps `status = 'running'` from steering the planner to the running jobs' index. The
+  // DELETE matches the same rows as the INSERT, by the same join, under SQLite's single writer,
+  // in one transaction.
   sqlite:
     (db, flow) =>
     async (executor, [ids, tokens, results]) => {
       const triples = JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i], (results as (string | null)[])[i] ?? null]));
-      const guard = flow ? "" : " AND NOT has_dependents AND batch_id IS NULL";
+      const jGuard = flow ? "" : " AND NOT j.has_dependents AND j.batch_id IS NULL";
       await executor.query(
         `INSERT INTO ${db.historyTable} (${STORED_LIST})
          SELECT ${endingSelect("j", doneValues(db, "v.result"))}
          FROM (SELECT json_extract(e.value, '$[0]') AS id, json_extract(e.value, '$[1]') AS token, json_extract(e.value, '$[2]') AS result
                FROM json_each($1) AS e) AS v, ${db.table} AS j
-         WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'${guard.replaceAll(" has_", " j.has_").replaceAll(" batch_", " j.batch_")}`,
+         WHERE j.id = v.id AND j.claim_token = v.token AND +j.status = 'running'${jGuard}`,
         [triples],
       );
       return executor.query<CompletedRow>(
         `DELETE FROM ${db.table}
-         WHERE id IN (SELECT json_extract(e.value, '$[0]') FROM json_each($1) AS e)
-           AND claim_token IN (SELECT json_extract(e.value, '$[1]') FROM json_each($1) AS e) AND +status = 'running'${guard}
+         WHERE id IN (SELECT j.id FROM json_each($1) AS e, ${db.table} AS j
+                      WHERE j.id = json_extract(e.value, '$[0]') AND j.claim_token = json_extract(e.value, '$[1]') AND +j.status = 'running'${jGuard})
          RETURNING id, claim_token${flow ? ", has_dependents, batch_id" : ""}`,
         [triples],
       );
