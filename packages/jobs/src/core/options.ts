@@ -178,14 +178,14 @@ export interface AdminOptions {
 export interface PruneOptions {
   /** Seconds since the job ended. Required. */
   olderThan: number;
-  /** Which finished states to delete. Default all three. */
+  /** Which ended states to delete. Default all three. */
   statuses?: ("done" | "failed" | "cancelled")[];
   /** Rows deleted per statement (each its own short transaction), 1 to 100,000. Default 1,000. */
   batchSize?: number;
   /**
-   * `"history"` (PostgreSQL only): move the jobs into the history table, partitioned by the UTC
-   * day they finished, instead of deleting them; `getJob` still finds them, `retryJob` brings a
-   * failed one back, and `pruneHistory` drops whole days. Omitted: the jobs are deleted.
+   * `"history"`: move the ended jobs an older version left in the jobs table into history
+   * instead of deleting them (what `forge-jobs upgrade` does). Omitted: ended jobs are deleted
+   * from history and from the jobs table.
    */
   into?: "history";
   db?: DbLike;
