@@ -49,8 +49,10 @@ export async function startMailCatcher(env: NodeJS.ProcessEnv, print: (line: str
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   try {
     const catcher = await startMailCatcher(appEnvironment(), (line) => console.log(line));
-    console.log(`mail catcher on ${catcher.url}: run the worker with SMTP_URL=${catcher.url} (Ctrl-C to stop)`);
+    // Before the line that says it is up: until a listener exists, SIGTERM's default action
+    // kills the process outright (no exit 0), and whoever read the line may already be sending it.
     for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => void catcher.close().then(() => process.exit(0)));
+    console.log(`mail catcher on ${catcher.url}: run the worker with SMTP_URL=${catcher.url} (Ctrl-C to stop)`);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     console.error(`mail-catcher: ${error.message}`);
