@@ -7,9 +7,12 @@ import { connectionError, jobsPastLease, schedulesWithoutHandler, schemaState, t
 
 /** The migration that made the schedules table: an older schema has none to check. */
 const SCHEDULES_VERSION = 5;
+/** The migration after which ended jobs belong in history, not the live table (issue 33). */
+const LIVE_ONLY_VERSION = 14;
 import { prune, type PruneOptions } from "../maintenance/admin.js";
 import { isMaintenanceTask } from "../maintenance/maintenance.js";
 import { reclaim } from "../maintenance/reclaim.js";
+import { legacyEndedCount } from "../maintenance/upgrade.js";
 import { statusCounts } from "../reads/status.js";
 import { createWorker } from "../worker/worker.js";
 import { timerMs } from "../base/timers.js";
@@ -228,6 +231,11 @@ export async function doctor(p: Parsed, io: Io): Promise<void> {
     if (version === 0) bad("the jobs schema is not applied: run forge-jobs migrate (or forge-jobs init to review the SQL)");
     else if (version < latest) bad(`the jobs schema is at version ${version}, this package needs ${latest}: run forge-jobs migrate`);
     else ok(`schema at version ${version} (current)`);
+    if (version >= LIVE_ONLY_VERSION) {
+      const legacy = await legacyEndedCount(db);
+      if (legacy > 0) bad(`${legacy} ended jobs still in the live table: run forge-jobs upgrade or let a worker do it`);
+      else ok("no ended job left in the live table");
+    }
     if (version > 0) {
       const stuck = await jobsPastLease(db);
       if (stuck > 0) bad(`${stuck} job(s) running past their lease (worker lost?): workers reclaim them on their own, or run forge-jobs reclaim`);

@@ -5,6 +5,7 @@ import { groupsCommand, limitsCommand } from "./flow.js";
 import { schedulesCommand } from "./schedules.js";
 import { cancelCommand, listCommand, retryCommand, showCommand } from "./jobs.js";
 import { historyCommand } from "./history.js";
+import { upgradeCommand } from "./upgrade.js";
 import { HELP, ProblemsFound, UsageError } from "./usage.js";
 import { packageVersion } from "./version.js";
 import { databaseUrlFromEnvFile } from "./env-file.js";
@@ -48,6 +49,7 @@ const COMMANDS = {
     options: { "older-than": { type: "string" }, status: { type: "string", multiple: true }, "batch-size": { type: "string" }, into: { type: "string" } },
   },
   history: { run: historyCommand, options: { "drop-older-than": { type: "string" }, json: { type: "boolean" } } },
+  upgrade: { run: upgradeCommand, options: { "batch-size": { type: "string" } } },
   limits: {
     run: limitsCommand,
     options: { json: { type: "boolean" }, concurrency: { type: "string" }, rate: { type: "string" }, burst: { type: "string" } },

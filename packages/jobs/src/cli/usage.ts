@@ -24,6 +24,7 @@ Commands:
   doctor    check the schema, stuck jobs, tasks and schedules without handlers
   prune     delete finished jobs older than a duration (or move them to the history table)
   history   the history table's days (PostgreSQL); drop the days past a retention
+  upgrade   move the ended jobs an older version left in the jobs table into history (online)
   limits    list, set or remove concurrency and rate limits per key
   groups    list fair-share groups, or set a group's weight
   schedules list recurring schedules; pause, resume or trigger one
@@ -77,7 +78,8 @@ For a TypeScript module run: node --import tsx $(which forge-jobs) worker ./hand
                          runs of the stored schedules; see forge-jobs schedules)${COMMON_OPTIONS}`,
   doctor: `Usage: forge-jobs doctor [--handlers <module>]
 
-Checks that the schema is applied and current, that no job is stuck past its lease, and —
+Checks that the schema is applied and current, that no ended job is left in the jobs table by
+an older version (forge-jobs upgrade), that no job is stuck past its lease, and —
 with --handlers — that every queued task and every schedule's task has a handler. Exit code 1 when a check fails.${COMMON_OPTIONS}`,
   limits: `Usage: forge-jobs limits [list] [--json]
        forge-jobs limits set <key> [--concurrency <n>] [--rate <n>/<duration>] [--burst <n>]
@@ -135,6 +137,15 @@ UTC day. Without options, lists DAY ROWS SIZE (rows as the statistics estimate t
   --drop-older-than   drop the days that ended more than <duration> ago (e.g. 90d): each is a
                       DROP TABLE of its partition, with no row deleted one by one
   --json              the list as JSON${COMMON_OPTIONS}`,
+  upgrade: `Usage: forge-jobs upgrade [--batch-size N]
+
+A database migrated from a version that kept ended jobs (done, failed, cancelled) in the jobs
+table still holds them there: reads and counts include them, but the table stays as big as it
+was. This moves them into the history table, oldest first, N rows (default 1000) per short
+transaction over rows it locks without waiting: workers keep running meanwhile (and do the same
+on their own, a small batch at a time). Killed at any point, nothing is lost or counted twice:
+run it again and it carries on. 'forge-jobs doctor' says how many are left.
+  --batch-size   rows per transaction, 1 to 100000${COMMON_OPTIONS}`,
   list: `Usage: forge-jobs list [--queue <name>] [--status <status>] [--task <task>] [--tenant <id>] [--older-than <duration>] [--limit N] [--before <id>] [--json]
 
 Jobs matching every filter given, newest first, --limit (default 50, at most 500) a page; the

@@ -1,4 +1,6 @@
 import type { DialectName } from "../db/executor.js";
+import { isRetryable as mysqlLockConflict } from "../db/mysql.js";
+import { isBusy } from "../db/sqlite-busy.js";
 
 /** What a driver error says, read the same way on every backend. */
 function errorCode(error: unknown): { code: unknown; errno: unknown } {
@@ -23,4 +25,16 @@ export function isSerializationFailure(error: unknown, dialect: DialectName): bo
   if (dialect === "postgres") return code === "40001";
   if (dialect === "mysql") return errno === 1020;
   return false;
+}
+
+/**
+ * The transaction lost on locks, not on its data: a deadlock (PostgreSQL 40P01, MariaDB 1213),
+ * a lock wait past its timeout (PostgreSQL 55P03 under lock_timeout, MariaDB 1205), SQLite's
+ * write lock still busy after the executor's own retries. Running it again is the remedy.
+ */
+export function isLockConflict(error: unknown, dialect: DialectName): boolean {
+  const { code } = errorCode(error);
+  if (dialect === "postgres") return code === "40P01" || code === "55P03";
+  if (dialect === "mysql") return mysqlLockConflict(error);
+  return isBusy(error);
 }

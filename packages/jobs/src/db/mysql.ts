@@ -54,7 +54,8 @@ export function isMysqlConnection(db: unknown): boolean {
   );
 }
 
-function isRetryable(error: unknown): boolean {
+/** A deadlock victim or a lock wait timed out (1213, 1205): the transaction may run again as it was. */
+export function isRetryable(error: unknown): boolean {
   return RETRYABLE_ERRNOS.has((error as { errno?: number } | null)?.errno ?? 0);
 }
 

@@ -16,6 +16,7 @@ import { repeat, within } from "../base/timers.js";
 import type { Handlers, JobInfo } from "../base/types.js";
 import { schedulerPass } from "../schedules/scheduler.js";
 import { Waker } from "./waker.js";
+import { upgradeInBackground } from "./background-upgrade.js";
 import { Wakeups } from "./wakeups.js";
 import { workerSettings, type WorkerOptions, type WorkerSettings } from "./worker-options.js";
 
@@ -145,6 +146,7 @@ export class Worker {
       this.timers.push(repeat((lease * 1000) / EXTENSIONS_PER_LEASE, () => this.extendAll(), maintenance));
       if (sweepMs > 0) this.timers.push(repeat(sweepMs, () => this.sweep(), maintenance));
       if (this.settings.schedules) this.timers.push(repeat(this.settings.pollMs, schedulerPass(this.db, this.settings.pollMs, this.deps.logger), maintenance));
+      this.timers.push(upgradeInBackground(this.db, this.deps.logger, this.id, maintenance));
       this.emitter.emit("worker:started", { workerId: this.id, queues, concurrency });
       this.deps.logger.info({ workerId: this.id, queues, concurrency }, "worker started");
       if (this.db.executor.pollingNotice) this.deps.logger.info({ workerId: this.id }, this.db.executor.pollingNotice);
