@@ -22,7 +22,7 @@ Commands:
   reclaim   take back jobs whose worker was lost
   worker    run a worker with the handlers exported by a module
   doctor    check the schema, stuck jobs, tasks and schedules without handlers
-  prune     delete finished jobs older than a duration (or move them to the history table)
+  prune     delete ended jobs older than a duration from history
   history   the history table's days (PostgreSQL); drop the days past a retention
   upgrade   move the ended jobs an older version left in the jobs table into history (online)
   limits    list, set or remove concurrency and rate limits per key
@@ -121,19 +121,18 @@ syncSchedules()); workers enqueue their runs.
   --json               list as JSON${COMMON_OPTIONS}`,
   prune: `Usage: forge-jobs prune --older-than <duration> [--status done,failed,cancelled] [--batch-size N]
 
-Deletes done, failed and cancelled jobs that finished more than <duration> ago
-(e.g. 7d, 12h, 30m, 90s, or a number of seconds), oldest first, N rows (default 1000) per
-short transaction: workers keep claiming while it runs.
-  --status       only these finished states (a comma list, or the option repeated)
+Deletes done, failed and cancelled jobs that ended more than <duration> ago
+(e.g. 7d, 12h, 30m, 90s, or a number of seconds) from history (and those an older version
+left in the jobs table), oldest first, N rows (default 1000) per short transaction: workers
+keep claiming while it runs.
+  --status       only these ended states (a comma list, or the option repeated)
   --batch-size   rows per statement, 1 to 100000
-  --into history PostgreSQL: move the jobs into the history table (one partition per UTC day)
-                 instead of deleting them; 'forge-jobs show' still finds them, 'retry' brings
-                 a failed one back, 'forge-jobs history --drop-older-than' drops whole days${COMMON_OPTIONS}`,
+  --into history move the ended jobs an older version left in the jobs table into history
+                 instead of deleting them (as 'forge-jobs upgrade' does)${COMMON_OPTIONS}`,
   history: `Usage: forge-jobs history [--json]
        forge-jobs history --drop-older-than <duration>
 
-PostgreSQL's history table, where 'prune --into history' moves finished jobs: one partition per
-UTC day. Without options, lists DAY ROWS SIZE (rows as the statistics estimate them; read-only).
+PostgreSQL's history table, where every job that ends is moved: one partition per UTC day. Without options, lists DAY ROWS SIZE (rows as the statistics estimate them; read-only).
   --drop-older-than   drop the days that ended more than <duration> ago (e.g. 90d): each is a
                       DROP TABLE of its partition, with no row deleted one by one
   --json              the list as JSON${COMMON_OPTIONS}`,
