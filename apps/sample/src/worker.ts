@@ -25,14 +25,11 @@ try {
   await db.close();
   process.exit(1);
 }
-await migrateApp(db);
-// The provider's limits live in the database, where every worker's claim reads them; each
-// worker declares them from its configuration before it claims anything.
-log.info({ mailProvider: config.mailProvider }, await declareMailLimits(db.jobs, config));
-
 // First SIGTERM (or SIGINT): stop claiming, let running jobs finish within the grace period,
 // hand the rest back without burning an attempt. A second one: exit at once (the leases of
-// what was running expire and another worker takes the jobs over).
+// what was running expire and another worker takes the jobs over). Listened for before the
+// first write to the database: until then SIGTERM's default action kills the process outright,
+// and whoever watches the database may send it as soon as it sees the worker there.
 const stop = new AbortController();
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
   process.on(signal, () => {
@@ -44,6 +41,11 @@ for (const signal of ["SIGTERM", "SIGINT"] as const) {
     stop.abort();
   });
 }
+
+await migrateApp(db);
+// The provider's limits live in the database, where every worker's claim reads them; each
+// worker declares them from its configuration before it claims anything.
+log.info({ mailProvider: config.mailProvider }, await declareMailLimits(db.jobs, config));
 
 log.info(
   { queues: Object.values(QUEUES), database: redactUrl(config.databaseUrl), schema: config.databaseSchema ?? null },
