@@ -60,6 +60,7 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
               "jobs_counts",
               "jobs_dependencies",
               "jobs_groups",
+              "jobs_history",
               "jobs_keys",
               "jobs_limits",
               "jobs_minutes",
