@@ -22,6 +22,10 @@ export async function upgradeCommand(p: Parsed, io: Io): Promise<void> {
   try {
     const result = await upgradeFinished(db, {
       batchSize,
+      // SQLite has one writer, and its busy handler polls: without a pause, workers waiting to
+      // write could miss the gaps between back-to-back batches for seconds. The file is shared
+      // half and half; PostgreSQL and MariaDB lock rows only and need no pause.
+      ...(db.dialect === "sqlite" ? { pauseMs: (batchMs: number) => batchMs } : {}),
       onBatch: (moved) => {
         const now = performance.now();
         if (now - said < PROGRESS_EVERY_MS) return;
