@@ -80,7 +80,8 @@ describe.skipIf(!runnable)("through PgBouncer in transaction mode (postgres)", (
       await waitFor(
         "41 jobs done",
         async () =>
-          (await db.executor.query<{ n: string }>(`SELECT count(*) AS n FROM ${allJobs(db)} WHERE queue = $1 AND status = 'done'`, [queue])).rows[0]!.n === "41",
+          (await db.executor.query<{ n: string }>(`SELECT count(*) AS n FROM ${allJobs(db)} WHERE queue = $1 AND status = 'done'`, [queue])).rows[0]!.n ===
+          "41",
       );
       stop.abort();
       await worker;

@@ -154,14 +154,17 @@ describe.each(backends())("stored results and errors ($name)", (backend) => {
       await t.sql(
         `CREATE TRIGGER ${name} BEFORE UPDATE OF ${column} ON {jobs} WHEN NEW.${column} LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'refused by rule'); END`,
       );
-      await t.sql(`CREATE TRIGGER ${name}_ended BEFORE INSERT ON {history} WHEN NEW.${column} LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'refused by rule'); END`);
+      await t.sql(
+        `CREATE TRIGGER ${name}_ended BEFORE INSERT ON {history} WHEN NEW.${column} LIKE '%${word}%' BEGIN SELECT RAISE(ABORT, 'refused by rule'); END`,
+      );
       return async () => {
         await t.sql(`DROP TRIGGER ${name}`);
         await t.sql(`DROP TRIGGER ${name}_ended`);
       };
     }
     const text = backend.name === "postgres" ? `${column}::text` : column;
-    for (const table of ["{jobs}", "{history}"]) await t.sql(`ALTER TABLE ${table} ADD CONSTRAINT ${name} CHECK (${column} IS NULL OR ${text} NOT LIKE '%${word}%')`);
+    for (const table of ["{jobs}", "{history}"])
+      await t.sql(`ALTER TABLE ${table} ADD CONSTRAINT ${name} CHECK (${column} IS NULL OR ${text} NOT LIKE '%${word}%')`);
     return async () => {
       for (const table of ["{jobs}", "{history}"]) await t.sql(`ALTER TABLE ${table} DROP CONSTRAINT ${name}`);
     };

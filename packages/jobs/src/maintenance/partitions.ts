@@ -79,4 +79,3 @@ export async function listPartitions(db: JobsDatabase, tx: Executor = db.executo
   }
   return partitions.sort((a, b) => a.day.localeCompare(b.day));
 }
-
