@@ -36,11 +36,6 @@ const FORGIVEN = new Set([...UNDECLARED, 7006, 7031]);
  */
 const NOT_RUN: { readme: string; code: string; reason: string }[] = [
   {
-    readme: "packages/jobs/README.md",
-    code: 'prune: { olderThan: 86400, into: "history" }',
-    reason: "the history table is PostgreSQL only (on SQLite scheduleMaintenance refuses it, as the README says)",
-  },
-  {
     readme: "packages/mail/README.md",
     code: 'import { MAIL_JOB_TASK, createMailHandler } from "@forge/mail";\n\nawait runWorker({',
     reason: "a worker that runs until stopped, sending through the SMTP server of SMTP_URL",
