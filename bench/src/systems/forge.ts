@@ -53,8 +53,14 @@ export class ForgeSystem implements QueueSystem {
     return this.db.table;
   }
 
-  reset(): Promise<void> {
-    return this.admin.reset(this.db.table);
+  /**
+   * Empties the live table and history together: a reset of the live table alone that restarts
+   * its ids (TRUNCATE on MariaDB, RESTART IDENTITY on PostgreSQL) hands out ids history still
+   * holds, and every completion then collides with an ended job's row.
+   */
+  async reset(): Promise<void> {
+    await this.admin.reset(this.db.table);
+    await this.admin.reset(this.db.historyTable);
   }
 
   async enqueueOne(payload: Payload): Promise<void> {
