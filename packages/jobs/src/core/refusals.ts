@@ -1,4 +1,5 @@
 import type { DialectName } from "../db/executor.js";
+import { isMissingPartition } from "./sql-errors.js";
 
 /**
  * PostgreSQL SQLSTATE classes 22 (data exception: bad encoding, value too long…), 23
@@ -24,9 +25,8 @@ export function refusedForItsValues(dialect: DialectName, error: unknown): boole
   const { code, errno } = (typeof error === "object" && error !== null ? error : {}) as { code?: unknown; errno?: unknown };
   switch (dialect) {
     case "postgres":
-      // 23514 is also "no partition of relation … found for row": history's day not made yet,
-      // which the next try makes (run/ended.ts); not the row's fault.
-      return typeof code === "string" && POSTGRES.test(code) && !(code === "23514" && /no partition/.test(String((error as { message?: unknown }).message)));
+      // A missing history partition is not the row's fault: the next try makes it (run/ended.ts).
+      return typeof code === "string" && POSTGRES.test(code) && !isMissingPartition(error);
     case "mysql":
       return typeof errno === "number" && MYSQL.has(errno);
     case "sqlite":

@@ -38,3 +38,15 @@ export function isLockConflict(error: unknown, dialect: DialectName): boolean {
   if (dialect === "mysql") return mysqlLockConflict(error);
   return isBusy(error);
 }
+
+/**
+ * PostgreSQL's refusal of a row no history partition holds (23514 "no partition of relation …
+ * found for row": a day made ready too late, or partitions dropped by hand). Not the row's
+ * fault: the write is retried like an outage once the partition is made. The same code with
+ * another message is a CHECK constraint, which is the row's fault.
+ */
+export function isMissingPartition(error: unknown): boolean {
+  const { code } = errorCode(error);
+  const message = (error as { message?: unknown } | null)?.message;
+  return code === "23514" && typeof message === "string" && message.includes("no partition");
+}

@@ -2,6 +2,7 @@ import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import { qualified } from "../db/identifiers.js";
 import { JobError } from "../base/errors.js";
+import { isMissingPartition } from "../core/sql-errors.js";
 import { countedRows, countsUpsert, minuteRows, minutesUpsert } from "../migrations/postgres-counts.js";
 import { moveEnded, STORED_LIST } from "../run/ended.js";
 import { legacyBatch, type FinishedStatus } from "./prune-batch.js";
@@ -20,15 +21,8 @@ export { ensureDays, ensurePartitions, listPartitions, type HistoryPartition } f
 /** PostgreSQL's SQLSTATE for a table that does not exist (a partition another pruneHistory dropped). */
 const UNDEFINED_TABLE = "42P01";
 
-/** PostgreSQL's SQLSTATE for an insert into a partitioned table with no partition for the row. */
-const NO_PARTITION_FOR_ROW = "23514";
-
 /** How long a DROP of a partition waits for its lock on the history table before giving up (it is retried at the next run). */
 const DROP_LOCK_TIMEOUT = "10s";
-
-export function historyTable(db: JobsDatabase): string {
-  return db.historyTable;
-}
 
 /** History's partitions (days) are PostgreSQL's: elsewhere, a JobError that says what to do instead. */
 export function checkPartitionsDialect(db: JobsDatabase, where: string, field: string): void {
@@ -73,7 +67,7 @@ export async function moveBatch(db: JobsDatabase, olderThan: number, statuses: r
     } catch (error) {
       // A row of a day between two made ready (written meanwhile with an old finish time): the
       // transaction moved nothing; the next turn's read of the days includes it.
-      if ((error as { code?: string }).code !== NO_PARTITION_FOR_ROW) throw error;
+      if (!isMissingPartition(error)) throw error;
     }
   }
 }

@@ -2,6 +2,7 @@ import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import { STORED_COLUMNS, type StoredColumn } from "../core/job-row.js";
 import { ensureDays } from "../maintenance/partitions.js";
+import { isMissingPartition } from "../core/sql-errors.js";
 
 /**
  * One place per job: the live table (`db.table`) holds the jobs that can still run (pending,
@@ -73,16 +74,6 @@ export function historyReady(db: JobsDatabase): Promise<void> | undefined {
 }
 
 /**
- * True for PostgreSQL's refusal of a row no history partition holds (a day made ready too late,
- * or partitions dropped by hand): not the row's fault, so the write is retried like an outage,
- * and the next readiness check makes the partition.
- */
-export function missingPartition(error: unknown): boolean {
-  const { code, message } = (typeof error === "object" && error !== null ? error : {}) as { code?: unknown; message?: unknown };
-  return code === "23514" && typeof message === "string" && message.includes("no partition");
-}
-
-/**
  * Runs a write that ends jobs once history can take them (historyReady); a write refused for a
  * missing partition has the next one check the days again. Nothing is awaited before `write`
  * starts where there is nothing to make ready: a caller's synchronous SQLite transaction
@@ -94,7 +85,7 @@ export async function whileEnding<T>(db: JobsDatabase, write: () => Promise<T>):
   try {
     return await write();
   } catch (error) {
-    if (missingPartition(error)) readiness.delete(db);
+    if (isMissingPartition(error)) readiness.delete(db);
     throw error;
   }
 }
