@@ -1,4 +1,5 @@
 import { runningWithoutLease } from "./lease-index.js";
+import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { countTriggers, minutesFrom, minuteTriggers } from "./mysql-counts.js";
 import { historyCounts } from "./history-counts.js";
@@ -259,4 +260,5 @@ export const mysqlMigrations: Migration[] = [
   liveJobsOnly("mysql"),
   historyCounts("mysql"),
   runningWithoutLease("mysql"),
+  operatorViews("mysql"),
 ];

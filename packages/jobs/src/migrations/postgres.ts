@@ -1,4 +1,5 @@
 import { runningWithoutLease } from "./lease-index.js";
+import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { historyCounts } from "./history-counts.js";
 import { finishedCounts, finishedMinutes } from "./postgres-counts.js";
@@ -232,4 +233,5 @@ export const postgresMigrations: Migration[] = [
   liveJobsOnly("postgres"),
   historyCounts("postgres"),
   runningWithoutLease("postgres"),
+  operatorViews("postgres"),
 ];

@@ -1,4 +1,5 @@
 import { runningWithoutLease } from "./lease-index.js";
+import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { historyCounts } from "./history-counts.js";
 import { dialectFor } from "../dialects/index.js";
@@ -258,4 +259,5 @@ export const sqliteMigrations: Migration[] = [
   liveJobsOnly("sqlite"),
   historyCounts("sqlite"),
   runningWithoutLease("sqlite"),
+  operatorViews("sqlite"),
 ];
