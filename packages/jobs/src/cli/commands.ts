@@ -13,6 +13,7 @@ import { prune, type PruneOptions } from "../maintenance/admin.js";
 import { isMaintenanceTask } from "../maintenance/maintenance.js";
 import { reclaim } from "../maintenance/reclaim.js";
 import { legacyEndedCount } from "../maintenance/upgrade.js";
+import { idsBehindHistory } from "../run/reused-ids.js";
 import { statusCounts } from "../reads/status.js";
 import { createWorker } from "../worker/worker.js";
 import { timerMs } from "../base/timers.js";
@@ -235,6 +236,12 @@ export async function doctor(p: Parsed, io: Io): Promise<void> {
       const legacy = await legacyEndedCount(db);
       if (legacy > 0) bad(`${legacy} ended jobs still in the live table: run forge-jobs upgrade or let a worker do it`);
       else ok("no ended job left in the live table");
+      const behind = await idsBehindHistory(db);
+      if (behind)
+        bad(
+          `the live table's next job id (${behind.next}) is not above history's highest (${behind.highest}): its ids restarted (a TRUNCATE of the live table alone?) and new jobs take ended jobs' ids; ${mendIds(db, behind.highest)}`,
+        );
+      else ok("new job ids continue after history's");
     }
     if (version > 0) {
       const stuck = await jobsPastLease(db);
@@ -281,4 +288,11 @@ export async function runPrune(p: Parsed, io: Io): Promise<void> {
   } finally {
     await db.close();
   }
+}
+
+/** What to run to move the live table's ids past history's highest (run/reused-ids.ts). */
+function mendIds(db: JobsDatabase, highest: number): string {
+  if (db.dialect === "postgres") return `run SELECT setval(pg_get_serial_sequence('${db.table.replaceAll("'", "''")}', 'id'), ${highest})`;
+  if (db.dialect === "mysql") return `a worker mends it when such a job ends, or run ALTER TABLE ${db.table} AUTO_INCREMENT = ${highest + 1}`;
+  return `a worker mends it when such a job ends, or run UPDATE sqlite_sequence SET seq = ${highest} WHERE name = 'jobs'`;
 }

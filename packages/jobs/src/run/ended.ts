@@ -3,6 +3,7 @@ import type { Executor } from "../db/executor.js";
 import { STORED_COLUMNS, type StoredColumn } from "../core/job-row.js";
 import { ensureDays } from "../maintenance/partitions.js";
 import { isMissingPartition } from "../core/sql-errors.js";
+import { isHistoryIdTaken, mendReusedIds } from "./reused-ids.js";
 
 /**
  * One place per job: the live table (`db.table`) holds the jobs that can still run (pending,
@@ -86,6 +87,10 @@ export async function whileEnding<T>(db: JobsDatabase, write: () => Promise<T>):
     return await write();
   } catch (error) {
     if (isMissingPartition(error)) readiness.delete(db);
-    throw error;
+    if (!isHistoryIdTaken(db, error)) throw error;
   }
+  // The write rolled back; once the ids are mended it can only meet the same refusal again if
+  // another restart came in between, which its caller retries as any other error.
+  await mendReusedIds(db);
+  return write();
 }
