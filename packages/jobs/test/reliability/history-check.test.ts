@@ -156,6 +156,21 @@ describe("history checker", () => {
       (e) => ({ ...e, accepted: true }) as HistoryEvent,
     );
     expect(invariantsBroken(landed, finals)).toEqual(["no-stale-write"]);
+    // A heartbeat it sent before w1's run was granted lands while its token is still the job's:
+    // the start write, pipelined on another connection, was answered after it.
+    const early = edit(
+      landed,
+      (e) => e.kind === "heartbeat" && e.token === "t2x",
+      (e) => ({ ...e, sentAt: 40.7, at: 40.8 }) as HistoryEvent,
+    );
+    expect(checkHistory(early, finals)).toEqual([]);
+    // Its completion never lands, however early.
+    const verdict = edit(
+      early,
+      (e) => e.kind === "heartbeat" && e.token === "t2x",
+      (e) => ({ ...e, kind: "completed" }) as HistoryEvent,
+    );
+    expect(invariantsBroken(verdict, finals)).toContain("no-stale-write");
   });
 
   it("catches the other forms: attempts going back, a done job whose completion nobody saw, a token granted twice", () => {

@@ -78,7 +78,15 @@ export function checkHistory(history: readonly HistoryEvent[], finals: readonly 
 
     // no-stale-write: once a later run was granted, nothing the earlier one sends may land.
     for (const write of writes) {
-      if (write.accepted && refusedStarts.has(write.token))
+      // Its claim did grant it the token: a lease extension may land until another run is
+      // granted (the start write, pipelined on its own connection, can be answered after a
+      // heartbeat sent later). Its verdict never, nor anything sent once another run was granted.
+      const refusedClaim = refusedStarts.has(write.token) ? allClaims.find((c) => c.token === write.token) : undefined;
+      if (
+        write.accepted &&
+        refusedStarts.has(write.token) &&
+        (write.kind !== "heartbeat" || claims.some((c) => c.at > (refusedClaim?.at ?? Number.NEGATIVE_INFINITY) && c.at < write.sentAt))
+      )
         flag("no-stale-write", job, `${write.kind} of a run whose start was refused (${write.worker}), accepted`);
       const own = claimOf.get(write.token);
       if (!write.accepted || !own) continue;
