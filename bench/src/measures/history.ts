@@ -5,18 +5,19 @@ import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { loadForge } from "../forge.js";
 import { PG_URL } from "../lib/env.js";
-import { rebuildFinishedCounts, withTriggersOff } from "../lib/fixtures.js";
+import { historyOf, insertEndedPg, liveIdsAbove, rebuildFinishedCounts } from "../lib/fixtures.js";
 import { adminClient, waitQuiet } from "../lib/metrics.js";
 import { median, percentile, sleep, sorted } from "../lib/stats.js";
 import type { Ctx } from "./common.js";
 
 /**
  * Issue 17.4, PostgreSQL's history table: retention by partitions against retention by rows.
- * ROWS done jobs that finished over DAYS days, 30 and more days ago, in a table of their own
- * (database bench_history). Each round, while four lanes claim and complete one job at a time:
+ * ROWS done jobs that finished over DAYS days, 30 and more days ago, kept in history (where every
+ * ended job lives since migration 14; database bench_history). Each round, while four lanes
+ * claim and complete one job at a time:
  * - prune (delete) of all ROWS in batches of 1,000;
- * - the rows put back, then prune({ into: "history" }) moving them into one partition per day;
- * - pruneHistory dropping those days.
+ * - the rows put back, then pruneHistory dropping their days.
+ * (Moving legacy rows out of the live table is the online upgrade's: BENCHMARKS.md, "Online upgrade".)
  * Reported: seconds and rows/s of each, and the lanes' claim + completion latency during each
  * against the same lanes with nothing else running.
  */
@@ -32,19 +33,12 @@ const RESULTS = fileURLToPath(new URL("../../results/", import.meta.url));
 type Forge = Awaited<ReturnType<typeof loadForge>>;
 type Db = ReturnType<Forge["connect"]>;
 
-/** ROWS done rows, DAYS days of them, written with triggers off and counted by one aggregate. */
-async function writeRows(admin: pg.Client, table: string): Promise<void> {
-  await withTriggersOff(admin, async () => {
-    await admin.query(
-      `INSERT INTO ${table} (queue, task, payload, status, attempts, max_attempts, run_at, created_at, updated_at, started_at, finished_at)
-       SELECT 'default', 'noop', jsonb_build_object('i', g), 'done', 1, 1, t, t, t, t, t
-       FROM generate_series(1, $1::int) AS g,
-            LATERAL (SELECT now() - make_interval(days => 30 + (g % $2::int)) AS t) AS c`,
-      [ROWS, DAYS],
-    );
-  });
-  await rebuildFinishedCounts(admin, SCHEMA, table);
-  await admin.query(`VACUUM ANALYZE ${table}`);
+/** ROWS done rows in history, DAYS days of them (one partition each), written with triggers off and counted by one aggregate. */
+async function writeRows(admin: pg.Client): Promise<void> {
+  const perDay = Math.ceil(ROWS / DAYS);
+  for (let d = 0; d < DAYS; d++) await insertEndedPg(admin, SCHEMA, 1 + d * perDay, Math.min(perDay, ROWS - d * perDay), 30 + d);
+  await rebuildFinishedCounts(admin, SCHEMA, historyOf(SCHEMA));
+  await admin.query(`VACUUM ANALYZE ${historyOf(SCHEMA)}`);
   await admin.query("CHECKPOINT");
 }
 
@@ -101,30 +95,27 @@ export async function run(ctx: Ctx): Promise<void> {
   const db = forge.connect(DB_URL, { schema: SCHEMA });
   await forge.migrate({ db });
   const probe = forge.connect(DB_URL, { schema: SCHEMA });
-  const table = `${SCHEMA}.jobs`;
+  await liveIdsAbove(admin, SCHEMA);
   const rounds = Math.max(1, Math.min(ctx.sizes.rounds, 3));
   const base = step();
   const deleted = step();
-  const moved = step();
   const dropped = step();
   for (let r = 0; r < rounds; r++) {
-    await writeRows(admin, table);
+    await writeRows(admin);
     await waitQuiet(ctx.sizes.quietWaitMs);
     const b = summary(await lanes(forge, probe, sleep(BASELINE_SECONDS * 1000)));
     base.p50.push(b.p50);
     base.p99.push(b.p99);
     await during(forge, probe, deleted, () => forge.prune({ db, olderThan: 7 * 86400, batchSize: 1000 }));
 
-    await writeRows(admin, table);
+    await writeRows(admin);
     await waitQuiet(ctx.sizes.quietWaitMs);
-    await during(forge, probe, moved, () => forge.prune({ db, olderThan: 7 * 86400, batchSize: 1000, into: "history" }));
-    await admin.query(`ANALYZE ${SCHEMA}.jobs_history`);
     const days = (await forge.historyPartitions({ db })).length;
     await during(forge, probe, dropped, async () => (await forge.pruneHistory({ db, olderThan: 7 * 86400 })).length);
     console.log(
-      `  round ${r + 1}: delete ${deleted.seconds.at(-1)!.toFixed(1)} s, move ${moved.seconds.at(-1)!.toFixed(1)} s into ${days} days, ` +
-        `drop ${dropped.rows.at(-1)} days ${(dropped.seconds.at(-1)! * 1000).toFixed(0)} ms; lanes p99 ${b.p99.toFixed(1)} ms alone, ` +
-        `${deleted.p99.at(-1)!.toFixed(1)} / ${moved.p99.at(-1)!.toFixed(1)} / ${dropped.p99.at(-1)!.toFixed(1)} ms during`,
+      `  round ${r + 1}: delete ${deleted.seconds.at(-1)!.toFixed(1)} s, ` +
+        `drop ${dropped.rows.at(-1)} of ${days} days ${(dropped.seconds.at(-1)! * 1000).toFixed(0)} ms; lanes p99 ${b.p99.toFixed(1)} ms alone, ` +
+        `${deleted.p99.at(-1)!.toFixed(1)} / ${dropped.p99.at(-1)!.toFixed(1)} ms during`,
     );
   }
   await db.close();
@@ -140,13 +131,11 @@ export async function run(ctx: Ctx): Promise<void> {
     rounds,
     lanesAlone: base,
     deleteRows: deleted,
-    moveIntoHistory: moved,
     dropDays: dropped,
     medians: {
       deleteRowsPerSecond: ROWS / m(deleted.seconds),
-      moveRowsPerSecond: ROWS / m(moved.seconds),
       dropSeconds: m(dropped.seconds),
-      lanesP99: { alone: m(base.p99), delete: m(deleted.p99), move: m(moved.p99), drop: m(dropped.p99) },
+      lanesP99: { alone: m(base.p99), delete: m(deleted.p99), drop: m(dropped.p99) },
     },
   };
   mkdirSync(RESULTS, { recursive: true });
