@@ -2,6 +2,7 @@ import { cancelJob, retryJob } from "../maintenance/admin.js";
 import { actOnMatching, bulkFilter, matchingJobIds } from "../maintenance/bulk.js";
 import { listJobs, type ListJobsOptions } from "../reads/list.js";
 import { getJob } from "../reads/status.js";
+import { getJobAttempts } from "../reads/attempts.js";
 import type { JobStatus } from "../base/types.js";
 import { openDatabase, type Io, type Parsed } from "./commands.js";
 import { renderTable } from "./table.js";
@@ -64,9 +65,11 @@ export async function showCommand(p: Parsed, io: Io): Promise<void> {
   const id = jobId(p.positionals[0]);
   const db = openDatabase(p, { reading: true });
   try {
-    const job = await getJob(id, { db, ...(p.values.tenant ? { tenant: p.values.tenant as string } : {}) });
+    const tenant = p.values.tenant ? { tenant: p.values.tenant as string } : {};
+    const job = await getJob(id, { db, ...tenant });
     if (!job) throw new ProblemsFound(`no job ${id}`);
-    io.out(JSON.stringify(job, null, 2) + "\n");
+    // Each attempt's start, end, worker and error, first to latest (getJobAttempts).
+    io.out(JSON.stringify({ ...job, attemptHistory: (await getJobAttempts(id, { db, ...tenant })) ?? [] }, null, 2) + "\n");
   } finally {
     await db.close();
   }

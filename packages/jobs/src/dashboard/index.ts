@@ -5,12 +5,17 @@ import { resolveDb, type DbLike } from "../core/connect.js";
 import { JobsDatabase } from "../core/database.js";
 import { JobError } from "../base/errors.js";
 import { flowOverview } from "../flow/flow-overview.js";
-import { listJobs } from "../reads/list.js";
+import { listJobsWhere } from "../reads/list.js";
+import { jobAttempts } from "../reads/attempts.js";
+import { readWorkers } from "../reads/workers.js";
+import { lostWorkerIds, renderWorkers } from "./operators.js";
+import { actOnSelection, readSelection } from "./selection.js";
+import { readSearch, searchCondition } from "./search.js";
 import { getJob, statusCounts } from "../reads/status.js";
 import { checkTenant } from "../base/validate.js";
 import { actOnSchedule, schedulesOverview } from "./schedules.js";
-import { CSRF_FIELD, Csrf } from "./csrf.js";
-import { methodNotAllowed, readForm, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
+import { Csrf } from "./csrf.js";
+import { checkedForm, methodNotAllowed, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
 import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";
 import { waitsOverview } from "./waits.js";
 import { latestJobs, recentActivity, relatedJobs } from "./queries.js";
@@ -52,7 +57,7 @@ const JOB_PAGE = /^\/jobs\/([1-9]\d{0,14})$/;
 const BULK = /^\/bulk\/(retry|cancel)$/;
 const SCHEDULE_ACTION = /^\/schedules\/([^/]+)\/(pause|resume|trigger)$/;
 /** Where a form may send the browser back to, under the dashboard: a job's page or a filtered list. */
-const BACK = /^\/jobs(?:\/[1-9]\d{0,14}|\?[A-Za-z0-9%=&._~+-]*)?$/;
+const BACK = /^\/jobs(?:\/[1-9]\d{0,14}|\?[A-Za-z0-9%=&._~+*-]*)?$/;
 
 /** The id is a valid one here, so a JobError from retryJob can only mean its dedup key is held. */
 function retryRefused(error: unknown): Notice {
@@ -86,7 +91,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   async function page(req: IncomingMessage, res: ServerResponse): Promise<void> {
     // The page only displays: on the read replica when the database has one (readUrl).
     const reads = db.forReading();
-    const [queues, activity, flow, schedules, running, pending, failed] = [
+    const [queues, activity, flow, schedules, running, pending, failed, workers] = [
       await statusCounts({ db: reads, ...scoped }),
       scope === null ? await recentActivity(reads) : null,
       scope === null ? await flowOverview(reads) : null,
@@ -94,6 +99,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       await latestJobs(reads, "running", listLimit, scope),
       await latestJobs(reads, "pending", listLimit, scope),
       await latestJobs(reads, "failed", listLimit, scope),
+      await readWorkers(reads),
     ];
     const notice = takeNotice(req, res, basePath);
     const body = renderPage({
@@ -110,6 +116,8 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       pending,
       failed,
       listLimit,
+      lostWorkers: lostWorkerIds(workers),
+      workersLink: scope === null,
       ...(notice ? { notice } : {}),
       // Waiting jobs and open batches span tenants: a tenant-scoped dashboard leaves them out.
       waits: scope === null ? await waitsOverview(reads) : null,
@@ -130,28 +138,29 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const filter = scopedFilter(url.searchParams);
     const cursor = url.searchParams.get("before");
     const before = cursor === null || cursor === "" ? undefined : Number(cursor);
-    const list = filter === null ? { jobs: [], next: null } : await listJobs({ db, ...filter, limit: listLimit, ...(before === undefined ? {} : { before }) });
+    const text = url.searchParams.get("q")?.trim() ?? "";
+    const search = readSearch(text);
+    const matching = filter === null || "error" in search ? null : { db, ...filter, limit: listLimit, ...(before === undefined ? {} : { before }) };
+    const conditions = "search" in search && search.search !== null ? [searchCondition(search.search)] : [];
+    const list = matching === null ? { jobs: [], next: null } : await listJobsWhere(matching, conditions);
     const notice = takeNotice(req, res, basePath);
     const shown = filter ?? readFilter(url.searchParams);
-    send(
-      res,
-      200,
-      "text/html; charset=utf-8",
-      renderJobList({ title, basePath, csrfToken: csrf.issue(req, res), filter: shown, before, list, ...(notice ? { notice } : {}) }),
-    );
+    const model = { title, basePath, csrfToken: csrf.issue(req, res), filter: shown, search: text, before, list, ...(notice ? { notice } : {}) };
+    send(res, "error" in search ? 400 : 200, "text/html; charset=utf-8", renderJobList("error" in search ? { ...model, searchError: search.error } : model));
   }
 
   async function jobPage(req: IncomingMessage, res: ServerResponse, id: number): Promise<void> {
     const job = await getJob(id, { db, ...scoped });
     if (!job) return sendError(res, 404, "Not Found", `No job #${id}.`);
-    const related = await relatedJobs(db.forReading(), shownEdges(job), scope);
+    const reads = db.forReading();
+    const related = await relatedJobs(reads, shownEdges(job), scope);
+    const attempts = await jobAttempts(reads, id, scope);
+    // Running on a worker silent past its lease: the page says when the sweep takes it back.
+    const holder = job.status === "running" ? attempts?.at(-1)?.worker : undefined;
+    const lostUntil = holder && lostWorkerIds(await readWorkers(reads)).has(holder) && job.status === "running" ? job.lockedUntil : null;
     const notice = takeNotice(req, res, basePath);
-    send(
-      res,
-      200,
-      "text/html; charset=utf-8",
-      renderJob({ title, basePath, csrfToken: csrf.issue(req, res), job, related, now: new Date(), ...(notice ? { notice } : {}) }),
-    );
+    const model = { title, basePath, csrfToken: csrf.issue(req, res), job, related, attempts, lostUntil, now: new Date() };
+    send(res, 200, "text/html; charset=utf-8", renderJob({ ...model, ...(notice ? { notice } : {}) }));
   }
 
   async function confirm(req: IncomingMessage, res: ServerResponse, url: URL, verb: BulkVerb): Promise<void> {
@@ -161,27 +170,8 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     send(res, 200, "text/html; charset=utf-8", renderConfirm({ title, basePath, csrfToken: csrf.issue(req, res), verb, filter: chosen, count }));
   }
 
-  /** A form post: 415 / 413 / 403 answered here, else the form. */
-  async function checkedForm(req: IncomingMessage, res: ServerResponse): Promise<URLSearchParams | null> {
-    const type = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-    if (type !== "application/x-www-form-urlencoded") {
-      sendError(res, 415, "Unsupported Media Type", "Actions are HTML form posts (application/x-www-form-urlencoded).");
-      return null;
-    }
-    const form = await readForm(req);
-    if (form === null) {
-      sendError(res, 413, "Payload Too Large", "This form is larger than any the dashboard sends.");
-      return null;
-    }
-    if (!csrf.verify(req, form.get(CSRF_FIELD) ?? undefined)) {
-      sendError(res, 403, "Forbidden", "The form's security token is missing or does not match: reload the dashboard and try again.");
-      return null;
-    }
-    return form;
-  }
-
   async function bulk(req: IncomingMessage, res: ServerResponse, verb: BulkVerb): Promise<void> {
-    const form = await checkedForm(req, res);
+    const form = await checkedForm(req, res, csrf);
     if (form === null) return;
     const filter = scopedFilter(form);
     const outcome = filter === null ? { matched: 0, done: 0 } : await actOnMatching(db, verb, filter);
@@ -196,8 +186,24 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     );
   }
 
+  async function selected(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const form = await checkedForm(req, res, csrf);
+    if (form === null) return;
+    const { verb, ids } = readSelection(form);
+    const back = form.get("back");
+    const location = back !== null && BACK.test(back) ? `${basePath}${back}` : `${basePath}/jobs`;
+    if (ids.length === 0) return redirectWithNotice(res, basePath, location, "selected-none", 0);
+    const outcome = await actOnSelection(db, verb, ids, scope);
+    redirectWithNotice(res, basePath, location, verb === "retry" ? "selected-retried" : "selected-cancelled", outcome.done, outcome.of, outcome.refused);
+  }
+
+  async function workersPage(res: ServerResponse): Promise<void> {
+    const workers = await readWorkers(db.forReading());
+    send(res, 200, "text/html; charset=utf-8", renderWorkers({ title, basePath, now: new Date(), workers }));
+  }
+
   async function act(req: IncomingMessage, res: ServerResponse, target: number | string, verb: string): Promise<void> {
-    const form = await checkedForm(req, res);
+    const form = await checkedForm(req, res, csrf);
     if (form === null) return;
     let notice: Notice;
     let id = typeof target === "number" ? target : 0;
@@ -217,6 +223,8 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       if (!get) return methodNotAllowed(res, "GET, HEAD");
       return rest === "/jobs" ? jobList(req, res, url) : page(req, res);
     }
+    if (rest === "/workers" && scope === null) return get ? workersPage(res) : methodNotAllowed(res, "GET, HEAD");
+    if (rest === "/selected") return req.method === "POST" ? selected(req, res) : methodNotAllowed(res, "POST");
     const job = JOB_PAGE.exec(rest);
     if (job) return get ? jobPage(req, res, Number(job[1])) : methodNotAllowed(res, "GET, HEAD");
     const many = BULK.exec(rest);

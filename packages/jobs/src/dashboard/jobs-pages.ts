@@ -4,6 +4,9 @@ import { JOB_STATUSES as STATUSES, type Job } from "../base/types.js";
 import { html, type Html } from "./escape.js";
 import { withoutServerPaths } from "./paths.js";
 import type { RelatedJob } from "./queries.js";
+import { lostWorkerNote, when } from "./stamps.js";
+import { attemptsSection } from "./operators.js";
+import type { JobAttempt } from "../reads/attempts.js";
 import { firstLine, formatAge, noticeHtml, progressBar, shell, type PageModel } from "./render.js";
 
 // The job list (filters, pages, bulk actions), one job's page, and the bulk confirmation.
@@ -41,12 +44,6 @@ export interface Forms {
   csrfToken: string;
 }
 
-function when(date: Date | null): Html {
-  return date === null
-    ? html`<span class="zero">—</span>`
-    : html`<time datetime="${date.toISOString()}">${date.toISOString().replace("T", " ").slice(0, 23)} UTC</time>`;
-}
-
 /** A retry or cancel form for one job, coming back to `back` (a path under the dashboard). */
 export function jobAction(forms: Forms, id: number, verb: "retry" | "cancel", back: string): Html {
   return html`<form method="post" action="${forms.basePath}/jobs/${id}/${verb}"><input type="hidden" name="csrf" value="${forms.csrfToken}"><input type="hidden" name="back" value="${back}"><button type="submit" data-action="${verb}" data-job="${id}">${verb === "retry" ? "Retry" : "Cancel"}</button></form>`;
@@ -55,6 +52,10 @@ export function jobAction(forms: Forms, id: number, verb: "retry" | "cancel", ba
 export interface ListPageModel extends Forms {
   title: string;
   filter: BulkFilter;
+  /** The search box's text (search.ts), "" for none. */
+  search: string;
+  /** Why the search could not be read; the list is then empty. */
+  searchError?: string;
   /** The page's cursor (`before`), when it is not the first page. */
   before: number | undefined;
   list: JobList;
@@ -63,26 +64,34 @@ export interface ListPageModel extends Forms {
 
 function filterForm(model: ListPageModel): Html {
   const { filter } = model;
+  const search = html`<label>search<input name="q" type="search" value="${model.search}" size="34" placeholder="42, send-mail, timeout, payload.email=a@example.org"></label>`;
   const text = (field: "queue" | "task" | "tenant") => html`<label>${field}<input name="${field}" value="${filter[field] ?? ""}" size="14"></label>`;
   const options = STATUSES.map((s) => html`<option value="${s}"${filter.status === s ? html` selected` : ""}>${s}</option>`);
-  return html`<form class="filters" method="get" action="${model.basePath}/jobs">${text("queue")}<label>status<select name="status"><option value="">any</option>${options}</select></label>${text("task")}${text("tenant")}<button type="submit">Filter</button><a href="${model.basePath}/jobs">clear</a></form>`;
+  return html`<form class="filters" method="get" action="${model.basePath}/jobs">${text("queue")}<label>status<select name="status"><option value="">any</option>${options}</select></label>${text("task")}${text("tenant")}${search}<button type="submit">Filter</button><a href="${model.basePath}/jobs">clear</a></form>`;
 }
 
 export function renderJobList(model: ListPageModel): string {
   const { basePath, filter, list } = model;
   const rows = list.jobs.map(
     (j) =>
-      html`<tr id="job-${j.id}" data-job="${j.id}" data-status="${j.status}"><td class="n"><a href="${basePath}/jobs/${j.id}">${j.id}</a></td><td>${j.queue}</td><td>${j.task}</td><td>${j.status}</td><td class="n">${j.attempts}/${j.maxAttempts}</td><td>${j.tenant ?? ""}</td><td>${when(j.createdAt)}</td><td><pre class="err">${j.lastError ? firstLine(j.lastError) : ""}</pre></td></tr>`,
+      html`<tr id="job-${j.id}" data-job="${j.id}" data-status="${j.status}"><td><input type="checkbox" name="id" value="${j.id}" form="selection" aria-label="select job ${j.id}"></td><td class="n"><a href="${basePath}/jobs/${j.id}">${j.id}</a></td><td>${j.queue}</td><td>${j.task}</td><td>${j.status}</td><td class="n">${j.attempts}/${j.maxAttempts}</td><td>${j.tenant ?? ""}</td><td>${when(j.createdAt)}</td><td><pre class="err">${j.lastError ? firstLine(j.lastError) : ""}</pre></td></tr>`,
   );
   const table =
     list.jobs.length === 0
       ? html`<p class="empty">No job matches.</p>`
-      : html`<table id="jobs"><thead><tr><th class="n">#</th><th>Queue</th><th>Task</th><th>Status</th><th class="n">Attempts</th><th>Tenant</th><th>Created</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table>`;
-  const pages = html`<p class="pages">${model.before !== undefined ? html`<a data-page="first" href="${basePath}/jobs${filterQuery(filter)}">Newest</a> ` : ""}${
-    list.next !== null ? html`<a data-page="next" href="${basePath}/jobs${filterQuery(filter, { before: String(list.next) })}">Older →</a>` : ""
+      : html`<table id="jobs"><thead><tr><th></th><th class="n">#</th><th>Queue</th><th>Task</th><th>Status</th><th class="n">Attempts</th><th>Tenant</th><th>Created</th><th>Last error</th></tr></thead><tbody>${rows}</tbody></table>`;
+  const q: Record<string, string> = model.search === "" ? {} : { q: model.search };
+  const pages = html`<p class="pages">${model.before !== undefined ? html`<a data-page="first" href="${basePath}/jobs${filterQuery(filter, q)}">Newest</a> ` : ""}${
+    list.next !== null ? html`<a data-page="next" href="${basePath}/jobs${filterQuery(filter, { ...q, before: String(list.next) })}">Older →</a>` : ""
   }</p>`;
+  // The ticked rows' checkboxes belong to this form (their `form` attribute): no script, no nesting.
+  const selection =
+    list.jobs.length === 0
+      ? ""
+      : html`<form id="selection" class="actions" method="post" action="${basePath}/selected"><input type="hidden" name="csrf" value="${model.csrfToken}"><input type="hidden" name="back" value="/jobs${filterQuery(filter, q)}"><button type="submit" name="verb" value="retry" data-selected="retry">Retry selected</button><button type="submit" name="verb" value="cancel" data-selected="cancel">Cancel selected</button></form>`;
+  const error = model.searchError === undefined ? "" : html`<p class="notice bad" role="alert" data-search-error>${model.searchError}</p>`;
   const bulk = html`<p class="actions"><a data-bulk="retry" href="${basePath}/bulk/retry${filterQuery(filter)}">Retry the ${filter.status ?? "failed"} jobs of this filter…</a> <a data-bulk="cancel" href="${basePath}/bulk/cancel${filterQuery(filter)}">Cancel the ${filter.status ?? "pending"} jobs of this filter…</a></p>`;
-  return shell(model.title, "Jobs", basePath, html`${noticeHtml(model.notice)}${filterForm(model)}${bulk}${table}${pages}`);
+  return shell(model.title, "Jobs", basePath, html`${noticeHtml(model.notice)}${filterForm(model)}${error}${bulk}${selection}${table}${pages}`);
 }
 
 export interface ConfirmPageModel extends Forms {
@@ -114,6 +123,10 @@ export interface JobPageModel extends Forms {
   now: Date;
   /** Task and status of the jobs in `job.dependsOn` and `job.dependents` (relatedJobs); without it they are listed by id alone. */
   related?: ReadonlyMap<number, RelatedJob>;
+  /** Its attempts, first to latest (reads/attempts.ts); left out, the section is too. */
+  attempts?: readonly JobAttempt[] | null;
+  /** The job runs on a worker silent past its lease: when the sweep takes it back. */
+  lostUntil?: Date | null;
   notice?: PageModel["notice"];
 }
 
@@ -161,7 +174,7 @@ export function renderJob(model: JobPageModel): string {
         : "";
   const row = (term: string, value: Html | string | number) => html`<dt>${term}</dt><dd data-field="${term}">${value}</dd>`;
   const main = html`${noticeHtml(model.notice)}<dl class="job">${[
-    row("status", job.status),
+    row("status", model.lostUntil !== undefined && model.lostUntil !== null ? lostWorkerNote(model.lostUntil) : job.status),
     row("queue", job.queue),
     row("task", job.task),
     row("tenant", job.tenant ?? "—"),
@@ -186,6 +199,7 @@ export function renderJob(model: JobPageModel): string {
 <section id="payload"><h2>Payload</h2>${json(job.payload)}</section>
 <section id="progress"><h2>Progress</h2>${bar ? html`<progress value="${bar.value}" max="${bar.max}"></progress>` : ""}${json(job.progress)}</section>
 <section id="result"><h2>Result</h2>${json(job.result)}</section>
+${model.attempts === undefined ? "" : attemptsSection(model.attempts, basePath)}
 <section id="last-error"><h2>Last error</h2>${job.lastError ? html`<pre class="err">${withoutServerPaths(job.lastError)}</pre>` : html`<span class="zero">—</span>`}</section>
 ${edges(model, "depends-on", "Depends on", job.dependsOn)}${edges(model, "dependents", "Dependents", job.dependents)}`;
   return shell(model.title, `Job #${job.id}`, basePath, main);

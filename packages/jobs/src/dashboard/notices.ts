@@ -14,8 +14,14 @@ export type Notice =
   | "schedule-triggered"
   | "schedule-missing"
   | "bulk-retried"
-  | "bulk-cancelled";
+  | "bulk-cancelled"
+  | "selected-retried"
+  | "selected-cancelled"
+  | "selected-none";
 export const NOTICES: readonly Notice[] = [
+  "selected-retried",
+  "selected-cancelled",
+  "selected-none",
   "bulk-retried",
   "bulk-cancelled",
   "retried",
@@ -29,8 +35,21 @@ export const NOTICES: readonly Notice[] = [
   "schedule-missing",
 ];
 
-/** What each notice says; `id` is the job (or the count of a bulk action, of `of` matching). */
-export const NOTICE_TEXT: Record<Notice, (id: number, of: number) => string> = {
+/** The ids a selection action left alone, as a notice names them. */
+function refusedIds(refused: readonly number[]): string {
+  return refused.map((id) => `#${id}`).join(", ");
+}
+
+/**
+ * What each notice says; `id` is the job (or the count of a bulk action, of `of` matching), and
+ * `refused` the selected jobs an action on a selection left alone.
+ */
+export const NOTICE_TEXT: Record<Notice, (id: number, of: number, refused: readonly number[]) => string> = {
+  "selected-retried": (n, of, refused) =>
+    `${n} of ${of} selected job(s) are back in their queues.${refused.length > 0 ? ` Not retried: ${refusedIds(refused)} — only failed or cancelled jobs can be retried, and not while another pending or running job holds their dedup key.` : ""}`,
+  "selected-cancelled": (n, of, refused) =>
+    `${n} of ${of} selected job(s) were cancelled.${refused.length > 0 ? ` Not cancelled: ${refusedIds(refused)} — only pending, waiting or running jobs can be cancelled.` : ""}`,
+  "selected-none": () => "No job was selected: tick the jobs to act on, then press the button.",
   "bulk-retried": (n, of) =>
     `${n} of ${of} matching job(s) are back in their queues${n < of ? " (the others were no longer failed or cancelled, or another job holds their dedup key)" : ""}.`,
   "bulk-cancelled": (n, of) => `${n} of ${of} matching job(s) were cancelled${n < of ? " (the others were no longer pending or running)" : ""}.`,

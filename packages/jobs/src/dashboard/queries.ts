@@ -21,6 +21,8 @@ export interface JobSummary {
   runAt: Date | null;
   heartbeatAt: Date | null;
   lockedBy: string | null;
+  /** A running job's lease end: when the sweep takes it back if its worker is lost. */
+  lockedUntil: Date | null;
   finishedAt: Date | null;
 }
 
@@ -40,6 +42,7 @@ const SUMMARY = [
   "run_at",
   "heartbeat_at",
   "locked_by",
+  "locked_until",
   "finished_at",
 ] as const satisfies readonly JobColumn[];
 export const MAX_LIST = 100;
@@ -88,6 +91,7 @@ export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20
       runAt: row.run_at,
       heartbeatAt: row.heartbeat_at,
       lockedBy: row.locked_by,
+      lockedUntil: row.locked_until,
       finishedAt: row.finished_at,
     };
   });

@@ -8,6 +8,7 @@ import type { ScheduleStatus } from "../schedules/schedules.js";
 import { schedulesSection } from "./schedules.js";
 import { waitsSection, type WaitsOverview } from "./waits.js";
 import { NOTICE_TEXT, type Notice } from "./notices.js";
+import { lostWorkerNote } from "./stamps.js";
 import type { JobSummary, RecentActivity } from "./queries.js";
 
 export interface PageModel {
@@ -27,7 +28,11 @@ export interface PageModel {
   pending: JobSummary[];
   failed: JobSummary[];
   listLimit: number;
-  notice?: { kind: Notice; job: number; of?: number };
+  /** Workers silent past their lease (reads/workers.ts): their running jobs say so. */
+  lostWorkers?: ReadonlySet<string>;
+  /** Link the workers page (not on a tenant-scoped dashboard: workers serve every tenant). */
+  workersLink?: boolean;
+  notice?: { kind: Notice; job: number; of?: number; refused?: number[] };
   /** Waiting jobs and open batches (waits.ts); null on a schema without them. */
   waits?: WaitsOverview | null;
 }
@@ -144,7 +149,7 @@ function list(model: PageModel, id: string, title: string, jobs: JobSummary[], h
 
 /** What an action did, as the next page shows it. */
 export function noticeHtml(notice: PageModel["notice"]): Html | "" {
-  return notice ? html`<p class="notice" role="status">${NOTICE_TEXT[notice.kind](notice.job, notice.of ?? 0)}</p>` : "";
+  return notice ? html`<p class="notice" role="status">${NOTICE_TEXT[notice.kind](notice.job, notice.of ?? 0, notice.refused ?? [])}</p>` : "";
 }
 
 /** A page other than the overview (job list, job, confirmation): the same head and style, a way back. */
@@ -163,7 +168,7 @@ export function renderPage(model: PageModel): string {
   const page = html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">${refresh}
 <title>${model.title}</title><style>${STYLE}</style></head>
-<body><header><h1>${model.title}</h1><p>${model.refreshSeconds > 0 ? `Refreshes every ${model.refreshSeconds} s · ` : ""}generated ${now.toISOString()}</p></header>
+<body><header><h1>${model.title}</h1><p>${model.refreshSeconds > 0 ? `Refreshes every ${model.refreshSeconds} s · ` : ""}generated ${now.toISOString()}${model.workersLink ? html` · <a class="back" href="${model.basePath}/workers">Workers</a>` : ""} · <a class="back" href="${model.basePath}/jobs">Jobs</a></p></header>
 <main>${notice}
 <section><h2>Queues</h2>${queuesTable(model.queues, model.activity, model.basePath)}</section>
 ${activitySection(model.queues, model.activity)}
@@ -175,9 +180,9 @@ ${list(
   "running",
   "Running",
   model.running,
-  html`<th>Progress</th><th>Heartbeat</th><th>Worker</th><th></th>`,
+  html`<th>State</th><th>Progress</th><th>Heartbeat</th><th>Worker</th><th></th>`,
   (job) =>
-    html`<td>${progressCell(job.progress)}</td><td>${since(job.heartbeatAt, now)}</td><td><code>${job.lockedBy ?? ""}</code></td><td>${action(model, job, "cancel")}</td>`,
+    html`<td data-state>${job.lockedBy !== null && model.lostWorkers?.has(job.lockedBy) ? lostWorkerNote(job.lockedUntil) : "running"}</td><td>${progressCell(job.progress)}</td><td>${since(job.heartbeatAt, now)}</td><td><code>${job.lockedBy ?? ""}</code></td><td>${action(model, job, "cancel")}</td>`,
 )}
 ${list(
   model,

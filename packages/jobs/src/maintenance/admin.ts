@@ -5,6 +5,7 @@ import { JobError } from "../base/errors.js";
 import { pruneFlowEdges } from "../dependencies/flow-prune.js";
 import { settleEndedIds } from "../dependencies/flow-release.js";
 import { whileEnding } from "../run/ended.js";
+import { pruneAttempts, recordAttempts } from "../run/attempts.js";
 import { type AdminOptions, type DatabaseOptions, type PruneHistoryOptions, type PruneOptions } from "../core/options.js";
 import { ADMIN_OPTION_KEYS, DATABASE_OPTION_KEYS, PRUNE_HISTORY_OPTION_KEYS, PRUNE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { checkPartitionsDialect, dropPartitions, listPartitions, moveBatch, restoreEnded, type HistoryPartition } from "./history.js";
@@ -66,6 +67,8 @@ export async function retryJob(id: number, options: AdminOptions = {}): Promise<
       const legacy = await tx.query(`SELECT id FROM ${db.table} WHERE ${which}${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`, params);
       if (legacy.rows.length > 0) await uncountLive(db, tx, [id]);
       else if (!(await restoreEnded(db, tx, id, tenant))) return false;
+      // Its last attempt becomes an earlier one: kept in its attempts history, with when it ended.
+      await recordAttempts(db, tx, [id], `COALESCE(finished_at, ${db.sql.now})`);
       return (await retry(tx)).rowCount > 0;
     });
   } catch (error) {
@@ -138,6 +141,7 @@ export async function prune(options: PruneOptions): Promise<number> {
   }
   // The edges of pruned jobs whose dependents had all ended.
   if (deleted > 0 && into === undefined) await pruneFlowEdges(db);
+  if (deleted > 0 && into === undefined) await pruneAttempts(db);
   return deleted;
 }
 
@@ -150,7 +154,9 @@ export async function pruneHistory(options: PruneHistoryOptions): Promise<string
   const olderThan = checkSeconds(options.olderThan, "olderThan");
   const db = resolveDb(options.db);
   checkPartitionsDialect(db, "pruneHistory", "pruneHistory");
-  return dropPartitions(db, olderThan);
+  const dropped = await dropPartitions(db, olderThan);
+  if (dropped.length > 0) await pruneAttempts(db);
+  return dropped;
 }
 
 /** The history table's days (partitions, PostgreSQL), oldest first, with their estimated rows and size. */

@@ -3,6 +3,7 @@ import type { JobsDatabase } from "../core/database.js";
 import { lockUpdateRead } from "../core/lock-update-read.js";
 import { settleEndedIds } from "../dependencies/flow-release.js";
 import { whileEnding } from "../run/ended.js";
+import { recordAttempts } from "../run/attempts.js";
 import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
 import { type ReclaimOptions } from "../core/options.js";
 import { RECLAIM_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
@@ -119,6 +120,12 @@ export async function reclaimJobs(db: JobsDatabase, silentFor: number | null, qu
       const reclaimed = (await runSql<ReclaimedRow>(tx, forDialect(RECLAIM, db.dialect, "reclaim")(db), [silentFor, queue, WORKER_LOST_PREFIX])).rows;
       const failed = reclaimed.filter((r) => r.status === "failed").map((r) => Number(r.id));
       await settleEndedIds(db, tx, failed, "failed");
+      // The lost attempt of a job that runs again goes to its attempts history, in this transaction.
+      await recordAttempts(
+        db,
+        tx,
+        reclaimed.filter((r) => r.status === "pending").map((r) => Number(r.id)),
+      );
       return reclaimed;
     }),
   );

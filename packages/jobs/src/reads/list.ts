@@ -1,4 +1,5 @@
 import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
 import type { DbLike } from "../core/options.js";
 import { JobError } from "../base/errors.js";
 import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
@@ -72,11 +73,23 @@ const COLUMNS = [
  * shifts when jobs are added meanwhile), live and ended ones alike. Read-only.
  */
 export async function listJobs(options: ListJobsOptions = {}): Promise<JobList> {
+  return listJobsWhere(options);
+}
+
+/**
+ * More conditions for listJobsWhere, beside its filters: SQL over the job's columns, its values
+ * bound through `bind` (which returns the placeholder), never written into the text.
+ */
+export type ListCondition = (bind: (value: unknown) => string, db: JobsDatabase) => string;
+
+/** listJobs with `extra` conditions ANDed to the filters (the dashboard's search). */
+export async function listJobsWhere(options: ListJobsOptions = {}, extra: readonly ListCondition[] = []): Promise<JobList> {
   checkOptions(options, LIST_OPTION_KEYS, "listJobs");
   const db = resolveDb(options.db).forReading();
   const where: string[] = [];
   const params: unknown[] = [];
   const add = (condition: (p: string) => string, value: unknown) => where.push(condition(`$${params.push(value)}`));
+  for (const condition of extra) where.push(`(${condition((value) => `$${params.push(value)}`, db)})`);
   if (options.queue !== undefined) add((p) => `queue = ${p}`, checkName(options.queue, "queue"));
   if (options.task !== undefined) add((p) => `task = ${p}`, checkName(options.task, "task"));
   if (options.status !== undefined) {

@@ -1,6 +1,7 @@
 import type { JobsDatabase } from "../core/database.js";
 import { settleEndedIds } from "../dependencies/flow-release.js";
 import { whileEnding } from "./ended.js";
+import { recordAttempts } from "./attempts.js";
 
 export type FailureOutcome =
   /** Back to pending, to run again after `delay` seconds. */
@@ -56,6 +57,14 @@ export function storableErrorText(text: string): string {
 export async function failJob(db: JobsDatabase, id: number, token: string, outcome: FailureOutcome, error: string | null): Promise<boolean> {
   const delay = outcome.kind === "retry" || outcome.kind === "snooze" ? outcome.delay : 0;
   const params = [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)];
+  // A retry ends an attempt that is followed by another: recorded with the write that reschedules it.
+  if (outcome.kind === "retry") {
+    return db.executor.transaction(async (tx) => {
+      if ((await tx.query(failSql(db), params, "fail")).rowCount === 0) return false;
+      await recordAttempts(db, tx, [id]);
+      return true;
+    });
+  }
   if (outcome.kind !== "fail") return (await db.executor.query(failSql(db), params, "fail")).rowCount > 0;
   // Failed for good: its dependents and batch learn of it, and it moves into history, in the same transaction.
   return whileEnding(db, () =>

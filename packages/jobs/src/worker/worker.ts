@@ -17,6 +17,7 @@ import type { Handlers, JobInfo } from "../base/types.js";
 import { schedulerPass } from "../schedules/scheduler.js";
 import { Waker } from "./waker.js";
 import { upgradeInBackground } from "./background-upgrade.js";
+import { WorkerRegistry } from "./registry.js";
 import { Wakeups } from "./wakeups.js";
 import { workerSettings, type WorkerOptions, type WorkerSettings } from "./worker-options.js";
 
@@ -68,6 +69,7 @@ export class Worker {
   private readonly waker = new Waker();
   private looping: Promise<void> = Promise.resolve();
   private stopped: Promise<void> | null = null;
+  private registry: WorkerRegistry | null = null;
 
   constructor(
     private readonly handlers: Handlers,
@@ -138,7 +140,8 @@ export class Worker {
     const onAbort = () => void this.stop();
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      await this.wakeups.start();
+      this.registry = new WorkerRegistry(this.db, this.settings);
+      await Promise.all([this.wakeups.start(), this.registry.register((error) => this.error(error, "joining the workers registry"))]);
       // Stopped while starting (the signal fired during the await): shutdown has run already;
       // timers started now would outlive it and keep the process alive.
       if (this.state !== "running") return await this.stop();
@@ -147,6 +150,7 @@ export class Worker {
       if (sweepMs > 0) this.timers.push(repeat(sweepMs, () => this.sweep(), maintenance));
       if (this.settings.schedules) this.timers.push(repeat(this.settings.pollMs, schedulerPass(this.db, this.settings.pollMs, this.deps.logger), maintenance));
       this.timers.push(upgradeInBackground(this.db, this.deps.logger, this.id, maintenance));
+      this.timers.push(this.registry.keep(maintenance));
       this.emitter.emit("worker:started", { workerId: this.id, queues, concurrency });
       this.deps.logger.info({ workerId: this.id, queues, concurrency }, "worker started");
       if (this.db.executor.pollingNotice) this.deps.logger.info({ workerId: this.id }, this.db.executor.pollingNotice);
@@ -275,6 +279,7 @@ export class Worker {
     this.completions.abandon(new Error("worker stopped before this completion could be written"));
     await this.runs.close();
     for (const t of this.timers) clearInterval(t);
+    await this.registry?.remove().catch((error: unknown) => this.error(error, "leaving the workers registry"));
     await this.wakeups.close();
     this.state = "stopped";
     this.emitter.emit("worker:stopped", { workerId: this.id });
