@@ -12,6 +12,7 @@ import { createMysqlExecutor, isMysqlConnection, isMysqlPool, wrapMysqlConnectio
 import { QueryExecutor, type QuerySource } from "../db/query-executor.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES, DEFAULT_SQLITE_FILE, type ConnectOptions, type DbLike } from "./options.js";
 import { CONNECT_OPTION_KEYS, checkOptions } from "./option-keys.js";
+import { checkJobDefaults } from "./job-defaults.js";
 
 export { DEFAULT_SQLITE_FILE } from "./options.js";
 export type { ConnectOptions, DbLike } from "./options.js";
@@ -28,6 +29,7 @@ function settingsFrom(options: ConnectOptions, where: string): DatabaseSettings 
     schema: options.schema === undefined ? null : checkIdentifier(options.schema, "schema"),
     maxPayloadBytes: byteLimit(options.maxPayloadBytes, DEFAULT_MAX_PAYLOAD_BYTES, "maxPayloadBytes"),
     maxResultBytes: byteLimit(options.maxResultBytes, DEFAULT_MAX_RESULT_BYTES, "maxResultBytes"),
+    jobDefaults: checkJobDefaults(options.jobDefaults, where),
   };
 }
 

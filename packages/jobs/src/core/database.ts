@@ -19,12 +19,21 @@ export const COUNTS_TABLE = "jobs_counts";
 export const MINUTES_TABLE = "jobs_minutes";
 export const HISTORY_TABLE = "jobs_history";
 
+/** `jobDefaults` of connect(), checked (job-defaults.ts): what an enqueue falls back on. */
+export interface ResolvedJobDefaults {
+  maxAttempts: number;
+  /** The queues whose entry in `jobDefaults.queues` sets maxAttempts. */
+  maxAttemptsByQueue: ReadonlyMap<string, number>;
+}
+
 export interface DatabaseSettings {
   /** PostgreSQL schema / MariaDB database holding the jobs table; null = the connection's default. */
   schema: string | null;
   maxPayloadBytes: number;
   /** Largest serialized result stored; a larger one fails its job. */
   maxResultBytes: number;
+  /** `jobDefaults`, checked: what a job enqueued through this database gets for an option left out. */
+  jobDefaults: ResolvedJobDefaults;
 }
 
 /**

@@ -9,10 +9,12 @@ import type {
   EnqueueManyOptions,
   EnqueueOptions,
   HeartbeatOptions,
+  JobDefaults,
   JobOptions,
   ProcessOptions,
   PruneHistoryOptions,
   PruneOptions,
+  QueueJobDefaults,
   QueueReadOptions,
   ReadOptions,
   ReclaimOptions,
@@ -81,7 +83,10 @@ export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({
   pooler: true,
   listenUrl: true,
   readUrl: true,
+  jobDefaults: true,
 });
+export const JOB_DEFAULTS_KEYS = keysOf<JobDefaults>({ maxAttempts: true, queues: true });
+export const QUEUE_JOB_DEFAULTS_KEYS = keysOf<QueueJobDefaults>({ maxAttempts: true });
 
 /**
  * Checked before anything runs, at every public entry point: a typo'd option (`tenantId`,

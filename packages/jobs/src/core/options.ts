@@ -11,10 +11,16 @@ import { checkSeconds } from "../base/validate.js";
 export type DbLike = JobsDatabase | object;
 
 export const DEFAULT_QUEUE = "default";
-/** Total runs allowed, the first included. */
 /** Snoozes a job may take before it fails (enqueue's `maxSnoozes`). */
 export const DEFAULT_MAX_SNOOZES = 100;
+/**
+ * Total runs allowed, the first included, for a job enqueued without `maxAttempts` when the
+ * database has no `jobDefaults`: one run, no retry (the contract's). With it, a job whose worker
+ * was killed mid-run ends failed ("worker lost without a verdict").
+ */
 export const DEFAULT_MAX_ATTEMPTS = 1;
+/** The largest `maxAttempts` accepted, at enqueue and in `jobDefaults`. */
+export const MAX_MAX_ATTEMPTS = 1_000_000;
 export const DEFAULT_PRIORITY = 0;
 export const DEFAULT_AVAILABLE_IN = 0;
 /** Default lease, in seconds: an orphaned job is back in work about this long after its worker died. */
@@ -46,7 +52,10 @@ export const WORKER_DEFAULTS = {
 export interface JobOptions {
   /** Queue name. Default "default". */
   queue?: string;
-  /** Total runs allowed (first run included). Default 1. */
+  /**
+   * Total runs allowed (first run included). Default: the database's `jobDefaults` for this
+   * queue, else 1 — one run and no retry, so a job whose worker is killed mid-run ends failed.
+   */
   maxAttempts?: number;
   /** Seconds before the job may run. Default 0. */
   availableIn?: number;
@@ -250,6 +259,26 @@ export interface ConnectOptions {
    * write depends on, stays on the primary. Default: none (everything on the URL).
    */
   readUrl?: string;
+  /**
+   * What a job enqueued through this database gets when its enqueue leaves an option out
+   * (`enqueue`, `enqueueMany`, `enqueueBatch`, and the runs the scheduler of a worker on this
+   * database enqueues). An option given at enqueue always wins. Default: none (1 attempt).
+   */
+  jobDefaults?: JobDefaults;
+}
+
+/** `ConnectOptions.jobDefaults`: defaults for every queue, and per queue. */
+export interface JobDefaults {
+  /** Total runs allowed, first included, for jobs of every queue (1 to 1,000,000). Default 1. */
+  maxAttempts?: number;
+  /** Per queue name: wins over the defaults above for that queue's jobs. */
+  queues?: Readonly<Record<string, QueueJobDefaults>>;
+}
+
+/** One queue's entry in `JobDefaults.queues`. */
+export interface QueueJobDefaults {
+  /** Total runs allowed, first included, for this queue's jobs (1 to 1,000,000). */
+  maxAttempts?: number;
 }
 
 /** A lease to grant, in seconds: the one minimum for every entry point that takes a lease. */

@@ -74,7 +74,7 @@ export async function enqueueBatch(items: readonly EnqueueManyItem[], options: E
     if (item.tenant !== undefined && item.tenant !== tenant) {
       throw new JobError(`items[${i}].tenant must be the batch's tenant (${JSON.stringify(tenant)}), got ${describe(item.tenant)}`, `items[${i}].tenant`);
     }
-    return prepareJob(item.task, item.payload, { ...item, ...(tenant === null ? {} : { tenant }) }, queue, db.settings.maxPayloadBytes, i);
+    return prepareJob(item.task, item.payload, { ...item, ...(tenant === null ? {} : { tenant }) }, queue, db.settings, i);
   });
   const callback = options.onComplete === undefined ? null : prepareCallback(options.onComplete, queue, tenant, db);
   if (db.dialect === "mysql") {
@@ -120,7 +120,7 @@ function prepareCallback(value: unknown, queue: string, tenant: string | null, d
     ...(spec.priority !== undefined ? { priority: spec.priority } : {}),
     ...(spec.maxAttempts !== undefined ? { maxAttempts: spec.maxAttempts } : {}),
   };
-  const job = prepareJob(spec.task, spec.payload, options, queue, db.settings.maxPayloadBytes, null);
+  const job = prepareJob(spec.task, spec.payload, options, queue, db.settings, null);
   if (job.tenant !== tenant)
     throw new JobError(`onComplete.tenant must be the batch's tenant (${JSON.stringify(tenant)}), got ${describe(spec.tenant)}`, "onComplete.tenant");
   return job;

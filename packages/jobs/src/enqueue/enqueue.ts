@@ -38,7 +38,7 @@ const CHUNK: PerDialect<{ rows: number; bytes: number }> = {
 export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>, options: EnqueueOptions = {}): Promise<number> {
   checkOptions(options, ENQUEUE_OPTION_KEYS, "enqueue");
   const db = resolveDb(options.db);
-  const job = prepareJob(task, payload, options, DEFAULT_QUEUE, db.settings.maxPayloadBytes, null);
+  const job = prepareJob(task, payload, options, DEFAULT_QUEUE, db.settings, null);
   if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
   const plan = readFlowPlan([options], ownField);
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) =>
@@ -81,7 +81,7 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
   const defaultQueue = options.queue === undefined ? DEFAULT_QUEUE : checkName(options.queue, "queue");
   const jobs = items.map((item, i) => {
     if (!isItemShaped(item)) checkOptions(item, ENQUEUE_ITEM_KEYS, `enqueueMany: items[${i}]`);
-    return prepareJob(item.task, item.payload, item, defaultQueue, db.settings.maxPayloadBytes, i);
+    return prepareJob(item.task, item.payload, item, defaultQueue, db.settings, i);
   });
   if (jobs.length === 0) return [];
   if (db.dialect === "mysql")

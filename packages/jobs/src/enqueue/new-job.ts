@@ -1,5 +1,7 @@
 import { JobError } from "../base/errors.js";
-import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, type JobOptions } from "../core/options.js";
+import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, MAX_MAX_ATTEMPTS, type JobOptions } from "../core/options.js";
+import type { DatabaseSettings } from "../core/database.js";
+import { defaultMaxAttempts } from "../core/job-defaults.js";
 import { ENQUEUE_ITEM_KEYS } from "../core/option-keys.js";
 import { toJsonText } from "../base/payload.js";
 import {
@@ -74,11 +76,22 @@ function checkedName(value: unknown, field: () => string): string {
   return name;
 }
 
+/** What a job's checks read from its database: the payload limit and `jobDefaults`. */
+export type EnqueueSettings = Pick<DatabaseSettings, "maxPayloadBytes" | "jobDefaults">;
+
 /**
  * Checks a job given as arguments and turns it into a row. `where` is the item's index in
  * enqueueMany, or null; field names are built only for an error.
  */
-export function prepareJob(task: unknown, payload: unknown, options: JobOptions, defaultQueue: string, maxPayloadBytes: number, where: number | null): NewJob {
+export function prepareJob(
+  task: unknown,
+  payload: unknown,
+  options: JobOptions,
+  defaultQueue: string,
+  settings: EnqueueSettings,
+  where: number | null,
+): NewJob {
+  const { maxPayloadBytes } = settings;
   const field = (name: string) => (where === null ? name : `items[${where}].${name}`);
   const json = toJsonText(payload, () => field("payload"));
   if (json !== null && json.length * 3 > maxPayloadBytes && Buffer.byteLength(json) > maxPayloadBytes) {
@@ -99,12 +112,17 @@ export function prepareJob(task: unknown, payload: unknown, options: JobOptions,
       throw new JobError(`${(error as Error).message}; give a shorter group`, field("tenant"));
     }
   }
+  const name = checkedName(task, () => field("task"));
+  const queue = options.queue === undefined ? defaultQueue : checkedName(options.queue, () => field("queue"));
   return {
-    task: checkedName(task, () => field("task")),
-    queue: options.queue === undefined ? defaultQueue : checkedName(options.queue, () => field("queue")),
+    task: name,
+    queue,
     payload: json,
     priority: options.priority === undefined ? DEFAULT_PRIORITY : checkInteger(options.priority, field("priority"), -2_147_483_648),
-    maxAttempts: options.maxAttempts === undefined ? DEFAULT_MAX_ATTEMPTS : checkInteger(options.maxAttempts, field("maxAttempts"), 1, 1_000_000),
+    maxAttempts:
+      options.maxAttempts === undefined
+        ? defaultMaxAttempts(settings.jobDefaults, queue)
+        : checkInteger(options.maxAttempts, field("maxAttempts"), 1, MAX_MAX_ATTEMPTS),
     delay: options.availableIn === undefined ? DEFAULT_AVAILABLE_IN : checkDelay(options.availableIn, field("availableIn")),
     tenant,
     idempotencyKey: options.idempotencyKey == null ? null : checkJobKey(options.idempotencyKey, field("idempotencyKey"), scheduler),
