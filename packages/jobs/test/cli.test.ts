@@ -81,6 +81,8 @@ describe("forge-jobs CLI: usage", () => {
         "014_forge_jobs_live_jobs_only.postgres.sql",
         "015_forge_jobs_counts_in_history.postgres.sql",
         "016_forge_jobs_running_without_lease.postgres.sql",
+        "017_forge_jobs_workers_and_attempts.postgres.sql",
+        "018_forge_jobs_durable_steps.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);

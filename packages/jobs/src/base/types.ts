@@ -132,6 +132,25 @@ export interface JobContext {
   dependencies<R = unknown>(): Promise<DependencyInfo<R>[]>;
   /** For a batch's callback (`enqueueBatch`'s `onComplete`): how the items ended; null for any other job. */
   batch(): Promise<BatchSummary | null>;
+  /**
+   * A durable step: runs `fn` once per job and saves its result (JSON), fenced by the claim
+   * token; a later run of the job (a retry, a resumed sleep) gets the saved result back without
+   * running `fn`. `fn` declaring a parameter runs inside a transaction on the queue's connection
+   * and is handed its driver object (`tx`, as `checkpoint`'s work): its writes and the saved
+   * result commit together. `name` identifies the step: once per run, stable between runs. The
+   * value returned is the saved JSON's, on the first run as on a replay (a `Date` comes back as
+   * its ISO string). Throws `JobAbortedError` (nothing saved) when the job was taken over.
+   */
+  step<T, Tx = unknown>(name: string, fn: (tx: Tx) => T | Promise<T>): Promise<Awaited<T>>;
+  /**
+   * A durable sleep: ends the run here (it throws; let it propagate) without using an attempt,
+   * freeing the worker's slot; the job is due again in `seconds` (database clock) and runs from
+   * the top, its earlier steps answered from storage, and this call then returns. `name`
+   * identifies it like a step's. At most MAX_SLEEP_SECONDS (366 days).
+   */
+  sleep(name: string, seconds: number): Promise<void>;
+  /** As `sleep`, until `date` (compared with the database clock); a date already past still ends the run once. */
+  sleepUntil(name: string, date: Date): Promise<void>;
 }
 
 /** `(payload, ctx) => result`; the resolved value is stored as the job's `result` (JSON). */

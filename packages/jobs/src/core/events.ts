@@ -26,12 +26,14 @@ export interface WorkerEvents {
    */
   "job:heartbeat": RunEvent & { sentAt: Date };
   /** A write of a run that no longer owns its job was refused. */
-  "job:fenced": RunEvent & { write: "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" };
+  "job:fenced": RunEvent & { write: "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" | "step" | "sleep" };
   /**
    * The handler snoozed (an error with `snoozeSeconds`, or `snooze()`): back to pending, due in
    * `snoozeSeconds`, its attempt given back. `snoozes` counts this one.
    */
   "job:snoozed": RunEvent & { snoozeSeconds: number; snoozes: number };
+  /** The handler slept (`ctx.sleep`, `ctx.sleepUntil`): back to pending until its wake time, its attempt given back. */
+  "job:slept": RunEvent & { step: string };
   /** Handed back without consuming an attempt (shutdown). */
   "job:released": RunEvent;
   /**

@@ -1,4 +1,5 @@
 import { runningWithoutLease } from "./lease-index.js";
+import { durableSteps } from "./steps.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { countTriggers, minutesFrom, minuteTriggers } from "./mysql-counts.js";
@@ -261,4 +262,5 @@ export const mysqlMigrations: Migration[] = [
   historyCounts("mysql"),
   runningWithoutLease("mysql"),
   operatorViews("mysql"),
+  durableSteps("mysql"),
 ];

@@ -1,4 +1,5 @@
 import { runningWithoutLease } from "./lease-index.js";
+import { durableSteps } from "./steps.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { historyCounts } from "./history-counts.js";
@@ -234,4 +235,5 @@ export const postgresMigrations: Migration[] = [
   historyCounts("postgres"),
   runningWithoutLease("postgres"),
   operatorViews("postgres"),
+  durableSteps("postgres"),
 ];

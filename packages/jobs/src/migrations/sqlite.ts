@@ -1,4 +1,5 @@
 import { runningWithoutLease } from "./lease-index.js";
+import { durableSteps } from "./steps.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { historyCounts } from "./history-counts.js";
@@ -260,4 +261,5 @@ export const sqliteMigrations: Migration[] = [
   historyCounts("sqlite"),
   runningWithoutLease("sqlite"),
   operatorViews("sqlite"),
+  durableSteps("sqlite"),
 ];

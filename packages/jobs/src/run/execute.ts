@@ -13,7 +13,9 @@ import { maintenanceHandler } from "../maintenance/maintenance.js";
 import { scheduledAtOf } from "../schedules/schedule-rows.js";
 import { readBatchSummary, readDependencies } from "../dependencies/flow-reads.js";
 import { isReturnedSnooze, snoozeRequest } from "./snooze.js";
+import type { SleepRequest } from "./sleep.js";
 import { withExecutionSpan } from "../core/telemetry.js";
+import { StepRun } from "./steps.js";
 
 export function jobInfo(job: ClaimedJob): JobInfo {
   return { id: job.id, task: job.task, queue: job.queue, attempt: job.attempt, maxAttempts: job.maxAttempts, tenant: job.tenant, createdAt: job.createdAt };
@@ -31,6 +33,18 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     );
     return { kind: "threw", error, permanent: true };
   }
+  // Made at the first step: a job that uses none reads and writes nothing more.
+  let steps: StepRun | null = null;
+  const stepRun = (): StepRun =>
+    (steps ??= new StepRun({
+      db: deps.db,
+      job,
+      lost: () => abort.reason !== null && abort.reason.reason !== "shutdown",
+      fenced: (write) => {
+        deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write });
+        loseJob(abort, info);
+      },
+    }));
   const ctx: JobContext = {
     job: info,
     claimToken: job.token,
@@ -58,6 +72,9 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     // The results are the dependencies' stored JSON: their type is the caller's word (as a payload's).
     dependencies: <R>() => readDependencies(deps.db, job.id, job.tenant) as Promise<DependencyInfo<R>[]>,
     batch: () => readBatchSummary(deps.db, job.id, job.tenant),
+    step: (name, fn) => stepRun().step(name, fn),
+    sleep: (name, seconds) => stepRun().sleep(name, seconds),
+    sleepUntil: (name, date) => stepRun().sleepUntil(name, date),
   };
   function checkpointFenced(): void {
     deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "checkpoint" });
@@ -68,18 +85,22 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
   return withExecutionSpan(
     info,
     job.traceContext,
-    () => invoke(handler, job, ctx, deps.db),
+    () => invoke(handler, job, ctx, deps.db, () => steps?.sleeping ?? null),
     (o) => (o.kind === "threw" ? o.error : undefined),
   );
 }
 
-async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db: JobsDatabase): Promise<RunOutcome> {
+async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db: JobsDatabase, sleeping: () => SleepRequest | null): Promise<RunOutcome> {
   let value: unknown;
   try {
     value = await handler(job.payload, ctx);
   } catch (error) {
-    return verdictOf(error);
+    // A sleep ends the run whatever the handler threw after it (or if it caught the sleep).
+    const sleep = sleeping();
+    return sleep ? { kind: "slept", sleep } : verdictOf(error);
   }
+  const sleep = sleeping();
+  if (sleep) return { kind: "slept", sleep };
   if (isReturnedSnooze(value)) return verdictOf(value);
   // The work is done but its result cannot be stored: running it again would not help, and a
   // completion the database refuses would only be written again and again.

@@ -8,6 +8,7 @@ import { failJob, readSnoozes, type FailureOutcome } from "./fail.js";
 import { silentLogger, type Logger } from "../base/logger.js";
 import { refusedForItsValues } from "../core/refusals.js";
 import type { JobInfo } from "../base/types.js";
+import { writeSleep, type SleepRequest } from "./sleep.js";
 
 /** What one run of a handler came to, before anything is written. */
 export type RunOutcome =
@@ -15,7 +16,9 @@ export type RunOutcome =
   /** `notSnoozed`: why an error that carried `snoozeSeconds` was not read as a snooze. */
   | { kind: "threw"; error: unknown; permanent: boolean; notSnoozed?: string }
   /** The handler asked to run again in `seconds` (`asked`: before MAX_SNOOZE_SECONDS shortened it). */
-  | { kind: "snoozed"; error: unknown; seconds: number; asked: number };
+  | { kind: "snoozed"; error: unknown; seconds: number; asked: number }
+  /** The handler called `ctx.sleep`: back to pending until its wake time, no attempt used. */
+  | { kind: "slept"; sleep: SleepRequest };
 
 /** What a run needs around it: the database, its lease, and where its events and logs go. */
 export interface RunDeps {
@@ -52,6 +55,12 @@ export async function settle(job: ClaimedJob, info: JobInfo, outcome: RunOutcome
   }
   if (outcome.kind === "snoozed") {
     await writes.persist(() => recordSnooze(job, info, outcome, deps, durationMs), "recording a snooze");
+    return;
+  }
+  if (outcome.kind === "slept") {
+    const written = await writes.persist(() => writeSleep(deps.db, job, outcome.sleep), "recording a sleep");
+    if (written) deps.emitter.emit("job:slept", { job: info, claimToken: job.token, step: outcome.sleep.name });
+    else deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "sleep" });
     return;
   }
   await writes.persist(() => recordFailure(job, info, outcome, deps, durationMs), "recording a failure");

@@ -218,8 +218,8 @@ export class WorkerRuns {
       }
       // Fair mode: the slot of its key and group is free once this write has landed (the row is
       // no longer running), not when the handler returned: claim again now. A job snoozed for
-      // 0 s is ready again at once.
-      if (plan.isFair || outcome.kind === "snoozed") {
+      // 0 s (or a sleep already over) is ready again at once.
+      if (plan.isFair || outcome.kind === "snoozed" || outcome.kind === "slept") {
         plan.slotFreed();
         this.o.mayHaveWork();
       }

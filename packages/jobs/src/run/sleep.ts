@@ -1,0 +1,64 @@
+import type { JobsDatabase } from "../core/database.js";
+import { saveStep, stepsTable, type Wake } from "./step-store.js";
+
+/**
+ * The longest durable sleep, in seconds (366 days). Unlike a snooze (a retry "not now"), a
+ * sleep is part of a job's plan and may last weeks; past a year it is more likely a unit
+ * mistake (milliseconds given as seconds), refused with a clear error.
+ */
+export const MAX_SLEEP_SECONDS = 366 * 24 * 3600;
+
+/** A run's request to end and come back later: its sleep step, and the wake time to save when the step is new. */
+export interface SleepRequest {
+  name: string;
+  /** Null when the sleep was saved by an earlier run (woken before its time): its saved wake time stands. */
+  wake: Wake | null;
+}
+
+/**
+ * What `ctx.sleep` throws to end the run: the queue reads the run's sleep from its context, so
+ * a handler that catches this and returns still sleeps. Not an error of the job.
+ */
+export class JobSleep extends Error {
+  override readonly name = "JobSleep";
+
+  constructor(readonly request: SleepRequest) {
+    super(`sleeping (step ${JSON.stringify(request.name)}); the run ends here and the job runs again from the top when it wakes`);
+  }
+}
+
+/** The job row is already locked by the fenced step insert of the same transaction, or fenced here. */
+function sleepSql(db: JobsDatabase): string {
+  return `
+    UPDATE ${db.table}
+    SET status = 'pending',
+        attempts = CASE WHEN started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
+        run_at = (SELECT s.wake_at FROM ${stepsTable(db)} AS s WHERE s.job_id = $1 AND s.name = $3),
+        locked_until = NULL, claim_token = NULL, updated_at = ${db.sql.now}
+    WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
+}
+
+/** The job was taken over: everything rolled back. */
+class Fenced extends Error {}
+
+/**
+ * Ends a run that sleeps: saves its sleep step (when new) and puts the job back to pending, due
+ * at the step's wake time, the attempt this run used given back; one transaction, fenced by the
+ * claim token. `snoozes` is unchanged: a sleep is part of the job's plan, not a "not now", so it
+ * does not count toward `maxSnoozes`. False when the job was no longer this run's.
+ */
+export async function writeSleep(db: JobsDatabase, job: { id: number; token: string }, request: SleepRequest): Promise<boolean> {
+  try {
+    return await db.executor.transaction(async (tx) => {
+      if (request.wake !== null) {
+        const saved = await saveStep(db, tx, job, { name: request.name, kind: "sleep", result: null, durationMs: null, wake: request.wake });
+        if (!saved) throw new Fenced();
+      }
+      if ((await tx.query(sleepSql(db), [job.id, job.token, request.name])).rowCount === 0) throw new Fenced();
+      return true;
+    });
+  } catch (error) {
+    if (error instanceof Fenced) return false;
+    throw error;
+  }
+}
