@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { cancelJob, retryJob } from "../maintenance/admin.js";
 import { actOnMatching, bulkFilter, matchingJobIds, type BulkVerb } from "../maintenance/bulk.js";
-import { resolveDb, type DbLike } from "../core/connect.js";
-import { JobsDatabase } from "../core/database.js";
+import type { DbLike } from "../core/connect.js";
+import { adopt, normaliseBasePath } from "./mount.js";
 import { JobError } from "../base/errors.js";
 import { flowOverview } from "../flow/flow-overview.js";
 import { listJobsWhere } from "../reads/list.js";
@@ -18,7 +18,7 @@ import { Csrf } from "./csrf.js";
 import { checkedForm, methodNotAllowed, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
 import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";
 import { waitsOverview } from "./waits.js";
-import { latestJobs, recentActivity, relatedJobs } from "./queries.js";
+import { latestJobs, lostWorkerJobs, recentActivity, relatedJobs } from "./queries.js";
 import type { Notice } from "./notices.js";
 import { renderPage } from "./render.js";
 import type { Logger } from "../base/logger.js";
@@ -69,7 +69,8 @@ function retryRefused(error: unknown): Notice {
  * The queue dashboard as a request handler: per-queue counts and wait times, a chart of the
  * last hour's throughput per queue, running jobs with progress, pending jobs, recent
  * failures, and retry / cancel actions (POST forms with a CSRF token, answered with a 303
- * back to the page). Server-rendered HTML, no assets, no script.
+ * back to the page); a job list with filters, a search box and selected-row actions, a page per
+ * job with its attempts, and a workers page. Server-rendered HTML, no assets, no script.
  * It does no authentication: mount it behind your own.
  */
 export function createDashboard(options: DashboardOptions): DashboardHandler {
@@ -143,9 +144,11 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const matching = filter === null || "error" in search ? null : { db, ...filter, limit: listLimit, ...(before === undefined ? {} : { before }) };
     const conditions = "search" in search && search.search !== null ? [searchCondition(search.search)] : [];
     const list = matching === null ? { jobs: [], next: null } : await listJobsWhere(matching, conditions);
+    const running = list.jobs.filter((j) => j.status === "running").map((j) => j.id);
+    const lost = running.length === 0 ? undefined : await lostWorkerJobs(db.forReading(), running, lostWorkerIds(await readWorkers(db.forReading())));
     const notice = takeNotice(req, res, basePath);
     const shown = filter ?? readFilter(url.searchParams);
-    const model = { title, basePath, csrfToken: csrf.issue(req, res), filter: shown, search: text, before, list, ...(notice ? { notice } : {}) };
+    const model = { title, basePath, csrfToken: csrf.issue(req, res), filter: shown, search: text, before, list, lost, ...(notice ? { notice } : {}) };
     send(res, "error" in search ? 400 : 200, "text/html; charset=utf-8", renderJobList("error" in search ? { ...model, searchError: search.error } : model));
   }
 
@@ -279,26 +282,4 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       }
     });
   };
-}
-
-/**
- * A JobsDatabase from another copy of this module (the CommonJS build bundles each entry
- * point on its own) fails `instanceof`; wrap its executor in this copy's class instead.
- */
-function adopt(db: DbLike): JobsDatabase {
-  if (db instanceof JobsDatabase) return db;
-  const like = db as Partial<JobsDatabase>;
-  if (like && typeof like === "object" && like.executor && like.settings && typeof like.table === "string") {
-    // Its read replica too (readUrl), when it has one.
-    const replica = typeof like.forReading === "function" ? like.forReading().executor : undefined;
-    return new JobsDatabase(like.executor, like.settings, undefined, replica === like.executor ? undefined : replica);
-  }
-  return resolveDb(db);
-}
-
-function normaliseBasePath(value: string): string {
-  if (typeof value !== "string" || !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(value)) {
-    throw new TypeError(`createDashboard: basePath must be a URL path starting with "/", got ${JSON.stringify(value)}`);
-  }
-  return value.replace(/\/+$/, "");
 }

@@ -56,6 +56,8 @@ export interface ListPageModel extends Forms {
   search: string;
   /** Why the search could not be read; the list is then empty. */
   searchError?: string;
+  /** Running jobs of the page whose worker is lost, with their lease's end (lostWorkerJobs). */
+  lost?: ReadonlyMap<number, Date | null>;
   /** The page's cursor (`before`), when it is not the first page. */
   before: number | undefined;
   list: JobList;
@@ -74,7 +76,7 @@ export function renderJobList(model: ListPageModel): string {
   const { basePath, filter, list } = model;
   const rows = list.jobs.map(
     (j) =>
-      html`<tr id="job-${j.id}" data-job="${j.id}" data-status="${j.status}"><td><input type="checkbox" name="id" value="${j.id}" form="selection" aria-label="select job ${j.id}"></td><td class="n"><a href="${basePath}/jobs/${j.id}">${j.id}</a></td><td>${j.queue}</td><td>${j.task}</td><td>${j.status}</td><td class="n">${j.attempts}/${j.maxAttempts}</td><td>${j.tenant ?? ""}</td><td>${when(j.createdAt)}</td><td><pre class="err">${j.lastError ? firstLine(j.lastError) : ""}</pre></td></tr>`,
+      html`<tr id="job-${j.id}" data-job="${j.id}" data-status="${j.status}"><td><input type="checkbox" name="id" value="${j.id}" form="selection" aria-label="select job ${j.id}"></td><td class="n"><a href="${basePath}/jobs/${j.id}">${j.id}</a></td><td>${j.queue}</td><td>${j.task}</td><td data-state>${model.lost?.has(j.id) ? lostWorkerNote(model.lost.get(j.id) ?? null) : j.status}</td><td class="n">${j.attempts}/${j.maxAttempts}</td><td>${j.tenant ?? ""}</td><td>${when(j.createdAt)}</td><td><pre class="err">${j.lastError ? firstLine(j.lastError) : ""}</pre></td></tr>`,
   );
   const table =
     list.jobs.length === 0

@@ -1,5 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
-import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
+import { columnList, decodeRow, toDate, type JobColumn } from "../core/job-row.js";
 import { forDialect, type PerDialect } from "../core/sql.js";
 import { eachStore, storesOf } from "../core/stores.js";
 import { FLOW, PLAIN } from "../flow/fair-sources.js";
@@ -226,5 +226,20 @@ export async function relatedJobs(db: JobsDatabase, ids: readonly number[], tena
     tenant === null ? [[...ids]] : [[...ids], tenant],
   );
   for (const r of rows) found.set(Number(r.id), { task: r.task, status: r.status });
+  return found;
+}
+
+/**
+ * The running jobs among `ids` whose worker is in `lost`, with their lease's end (when the sweep
+ * takes them back): what the job list shows instead of "running". Reads the live table by id.
+ */
+export async function lostWorkerJobs(db: JobsDatabase, ids: readonly number[], lost: ReadonlySet<string>): Promise<Map<number, Date | null>> {
+  const found = new Map<number, Date | null>();
+  if (ids.length === 0 || lost.size === 0) return found;
+  const { rows } = await db.executor.query<{ id: number | string; locked_by: string | null; locked_until: unknown }>(
+    `SELECT id, locked_by, locked_until FROM ${db.table} WHERE ${db.sql.inList("id", "$1")} AND status = 'running'`,
+    [[...ids]],
+  );
+  for (const r of rows) if (r.locked_by !== null && lost.has(r.locked_by)) found.set(Number(r.id), r.locked_until == null ? null : toDate(r.locked_until));
   return found;
 }

@@ -128,6 +128,8 @@ describe.each(backends())("the dashboard's operator views ($name)", (backend) =>
     const note = `worker lost, will be reclaimed at <time datetime="${until}">`;
     const overview = await load(s, BASE);
     expect(new RegExp(`<tr id="job-${held.id}".*?</tr>`).exec(overview.body)![0]).toContain(note);
+    const list = await load(s, `${BASE}/jobs?queue=w-lost`);
+    expect(new RegExp(`<tr id="job-${held.id}".*?</tr>`).exec(list.body)![0]).toContain(note);
     const jobPage = await load(s, `${BASE}/jobs/${held.id}`);
     expect(/<dd data-field="status">(.*?)<\/dd>/.exec(jobPage.body)![1]).toContain(note);
 
