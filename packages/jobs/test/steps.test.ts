@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, getJob, JobError, JobsDatabase, processOne, prune, reclaim, retryJob, type JobContext } from "../src/index.js";
+import { enqueue, getJob, JobError, JobsDatabase, processOne, prune, pruneHistory, reclaim, retryJob, type JobContext } from "../src/index.js";
+import { ensurePartitions } from "../src/maintenance/partitions.js";
 import { JobAbortedError } from "../src/base/abort.js";
 import { backends, deferred, type TestDatabase } from "./helpers/backends.js";
 
@@ -198,5 +199,24 @@ describe.each(backends())("durable steps: ctx.step ($name)", (backend) => {
     expect(await savedSteps(id)).toEqual([]);
     // A job that prune kept keeps its steps.
     expect(await savedSteps(other)).toHaveLength(1);
+  });
+  it("pruneHistory's dropped day takes its jobs' steps with it (PostgreSQL: a DROP fires no trigger)", async () => {
+    if (backend.name !== "postgres") return; // day partitions are PostgreSQL's
+    const handlers = { day: (_p: unknown, ctx: JobContext) => ctx.step("only", () => "saved") };
+    const old = await enqueue("day", null, { db: t.db, queue: "day-old" });
+    const recent = await enqueue("day", null, { db: t.db, queue: "day-recent" });
+    await processOne(handlers, { db: t.db, queue: "day-old" });
+    await processOne(handlers, { db: t.db, queue: "day-recent" });
+    await ensurePartitions(t.db, ["2026-03-01"]);
+    // Moved to an old day's partition: an UPDATE fires no DELETE statement trigger, the steps stay.
+    await t.sql(`UPDATE {history} SET finished_at = '2026-03-01T12:00:00Z' WHERE id = $1`, [old]);
+    expect(await savedSteps(old)).toHaveLength(1);
+    const [{ age }] = (await t.sql<{ age: number }>(`SELECT extract(epoch FROM now() - '2026-03-02T00:00:00Z'::timestamptz)::float8 AS age`)) as [
+      { age: number },
+    ];
+    expect(await pruneHistory({ db: t.db, olderThan: Math.floor(age) })).toContain("2026-03-01");
+    expect(await getJob(old, { db: t.db })).toBeNull();
+    expect(await savedSteps(old)).toEqual([]);
+    expect(await savedSteps(recent)).toHaveLength(1);
   });
 });
