@@ -6,6 +6,7 @@ import { createWorker, enqueue, getJob, getJobAttempts, listWorkers, processOne,
 import { createDashboard, type DashboardOptions } from "../../src/dashboard/index.js";
 import { WorkerRegistry } from "../../src/worker/registry.js";
 import { backends, deferred, type TestDatabase } from "../helpers/backends.js";
+import { cli } from "../helpers/cli.js";
 
 // The dashboard's operator parts, on the three backends: the workers view (lost workers and
 // their jobs), a job's attempts, the search box and the selection's retry / cancel.
@@ -210,6 +211,45 @@ describe.each(backends())("the dashboard's operator views ($name)", (backend) =>
     expect(await prune({ db: t.db, olderThan: 0 })).toBeGreaterThanOrEqual(2);
     expect(await count(id)).toBe(0);
     expect(await getJobAttempts(id, { db: t.db })).toBeNull();
+  });
+
+  it("the registry's write is an upsert: a beat refreshes the heartbeat and keeps the start; removal deletes the row", async () => {
+    const registry = new WorkerRegistry(t.db, { id: `beat-${backend.name}`, queues: ["beat"], concurrency: 2, lease: 30 });
+    const fail = (error: unknown) => {
+      throw error;
+    };
+    await registry.register(fail);
+    const table = t.tableName("jobs_workers");
+    await t.sql(`UPDATE ${table} SET heartbeat_at = ${t.db.sql.nowPlus("3600", "-")}, started_at = ${t.db.sql.nowPlus("7200", "-")} WHERE id = $1`, [
+      `beat-${backend.name}`,
+    ]);
+    const before = (await listWorkers({ db: t.db })).find((w) => w.id === `beat-${backend.name}`)!;
+    expect(before.lost).toBe(true);
+    await registry.register(fail);
+    const after = (await listWorkers({ db: t.db })).find((w) => w.id === `beat-${backend.name}`)!;
+    expect(after.lost).toBe(false);
+    expect(after.lastHeartbeatAt!.getTime()).toBeGreaterThan(before.lastHeartbeatAt!.getTime());
+    expect(after.startedAt).toEqual(before.startedAt);
+    await registry.remove();
+    expect((await listWorkers({ db: t.db })).some((w) => w.id === `beat-${backend.name}`)).toBe(false);
+    // Removed, it writes no more: a late beat does not bring the row back.
+    await registry.register(fail);
+    expect((await listWorkers({ db: t.db })).some((w) => w.id === `beat-${backend.name}`)).toBe(false);
+  });
+
+  it("forge-jobs show prints the attempts (attemptHistory)", async () => {
+    const id = await enqueue("shown", {}, { db: t.db, queue: "show-att", maxAttempts: 2 });
+    await processOne({ shown: () => Promise.reject(new Error("first try failed")) }, { db: t.db, queue: "show-att" });
+    const result = await cli(["show", String(id), "--database-url", t.url, ...(t.schema ? ["--schema", t.schema] : [])]);
+    expect(result.code).toBe(0);
+    const shown = JSON.parse(result.stdout) as {
+      id: number;
+      attemptHistory: { attempt: number; error: string | null; worker: string | null; latest: boolean }[];
+    };
+    expect(shown.id).toBe(id);
+    expect(shown.attemptHistory).toHaveLength(1);
+    expect(shown.attemptHistory[0]).toMatchObject({ attempt: 1, latest: false });
+    expect(shown.attemptHistory[0]!.error).toContain("first try failed");
   });
 
   it("search: by id, task, tenant, worker, error text and payload key; bad syntax says what to write", async () => {
