@@ -1,6 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
 import type { OrderedSender, QueryResult } from "../db/executor.js";
-import { lockOwnRuns, lockUpdateRead } from "../core/lock-update-read.js";
 import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
 
 /**
@@ -46,25 +45,30 @@ const START: PerDialect<(db: JobsDatabase) => string | Script<{ claim_token: str
        RETURNING claim_token`,
         [JSON.stringify((ids as number[]).map((id, i) => [id, (tokens as string[])[i]])), lease],
       ),
-  // No UPDATE … RETURNING: lock the rows still ours, update exactly those.
+  // No UPDATE … RETURNING. One UPDATE matched on (id, token) — the id list and the token list
+  // pair up exactly, a token being one run's — and its count of matched rows is the answer
+  // when every run matched, as all do unless one was taken over in the buffer. Only then are
+  // the rows read back: the tokens still ours among those the UPDATE just started. The UPDATE
+  // renewed their leases, so only a forced takeover can come in between, and its run is stale
+  // either way.
   mysql:
     (db) =>
-    (executor, [ids, tokens, lease]) =>
-      lockUpdateRead(db, executor, {
-        lock: (tx) =>
-          lockOwnRuns(
-            db,
-            tx,
-            (ids as number[]).map((id, i) => ({ id, claim_token: (tokens as string[])[i] as string })),
-          ),
-        set: () => ({
-          set: `attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
-              started_at = COALESCE(started_at, ${db.sql.now}),
-              locked_until = ${db.sql.nowPlus("$2")}, heartbeat_at = ${db.sql.now}, updated_at = ${db.sql.now}`,
-          params: [lease],
-        }),
-        answer: (kept) => kept.map(({ claim_token }) => ({ claim_token })),
-      }),
+    async (executor, [ids, tokens, lease]) => {
+      const runs = { ids: ids as number[], tokens: tokens as string[] };
+      const which = `${db.sql.inList("id", "$1")} AND ${db.sql.inList("claim_token", "$2")} AND status = 'running'`;
+      // The primary key, named: with the token and status conditions beside the ids, the planner
+      // may pick an index on status and scan (and InnoDB lock) every running job.
+      const { rowCount } = await executor.query(
+        `UPDATE ${db.table} FORCE INDEX (PRIMARY)
+         SET attempts = attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END,
+             started_at = COALESCE(started_at, ${db.sql.now}),
+             locked_until = ${db.sql.nowPlus("$3")}, heartbeat_at = ${db.sql.now}, updated_at = ${db.sql.now}
+         WHERE ${which}`,
+        [runs.ids, runs.tokens, lease],
+      );
+      if (rowCount === runs.ids.length) return { rows: runs.tokens.map((claim_token) => ({ claim_token })), rowCount };
+      return executor.query<{ claim_token: string }>(`SELECT claim_token FROM ${db.table} WHERE ${which} AND started_at IS NOT NULL`, [runs.ids, runs.tokens]);
+    },
 };
 
 /** A start write under way: `sent` once the statement is on its way, `owned` with its answer. */
