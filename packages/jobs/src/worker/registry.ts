@@ -36,14 +36,22 @@ export class WorkerRegistry {
     this.table = qualified(db.dialect, db.schema, WORKERS_TABLE);
   }
 
-  /** Writes the row; a failure is reported to `onError`, never thrown (the worker runs without its row). */
+  /**
+   * Writes the row, all of it (a worker restarted under the same id starts afresh); a failure is
+   * reported to `onError`, never thrown (the worker runs without its row).
+   */
   register(onError: (error: unknown) => void): Promise<void> {
-    return (this.beat = this.write()).catch(onError);
+    return (this.beat = this.write(true)).catch(onError);
+  }
+
+  /** One heartbeat: the row's `heartbeat_at` now (the row written again if someone removed it). */
+  heartbeat(): Promise<void> {
+    return (this.beat = this.write(false));
   }
 
   /** Refreshes the heartbeat a few times per lease; the timer is the worker's to clear. */
   keep(maintenance: { active: () => boolean; onError: (error: unknown) => void }): NodeJS.Timeout {
-    return repeat((this.identity.lease * 1000) / EXTENSIONS_PER_LEASE, () => (this.beat = this.write()), maintenance);
+    return repeat((this.identity.lease * 1000) / EXTENSIONS_PER_LEASE, () => this.heartbeat(), maintenance);
   }
 
   /** Deletes the row (a clean stop), after any beat in flight. */
@@ -56,15 +64,16 @@ export class WorkerRegistry {
     });
   }
 
-  private async write(): Promise<void> {
+  private async write(whole: boolean): Promise<void> {
     if (this.removed || this.absent) return;
     const { id, queues, concurrency, lease } = this.identity;
     const now = this.db.sql.now;
     const columns = `INSERT INTO ${this.table} (id, host, pid, queues, concurrency, lease_seconds, started_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, ${now}, ${now})`;
+    const changed = whole ? ["host", "pid", "queues", "concurrency", "lease_seconds", "started_at", "heartbeat_at"] : ["heartbeat_at"];
     const refresh =
       this.db.dialect === "mysql"
-        ? "ON DUPLICATE KEY UPDATE heartbeat_at = VALUES(heartbeat_at)"
-        : "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at";
+        ? `ON DUPLICATE KEY UPDATE ${changed.map((c) => `${c} = VALUES(${c})`).join(", ")}`
+        : `ON CONFLICT (id) DO UPDATE SET ${changed.map((c) => `${c} = excluded.${c}`).join(", ")}`;
     try {
       await this.db.executor.query(`${columns} ${refresh}`, [id, hostname(), process.pid, JSON.stringify(queues), concurrency, lease]);
     } catch (error) {

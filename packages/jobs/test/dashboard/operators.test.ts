@@ -213,7 +213,7 @@ describe.each(backends())("the dashboard's operator views ($name)", (backend) =>
     expect(await getJobAttempts(id, { db: t.db })).toBeNull();
   });
 
-  it("the registry's write is an upsert: a beat refreshes the heartbeat and keeps the start; removal deletes the row", async () => {
+  it("the registry's writes are upserts: a heartbeat refreshes the row and keeps its start, a new start writes it all; removal deletes it", async () => {
     const registry = new WorkerRegistry(t.db, { id: `beat-${backend.name}`, queues: ["beat"], concurrency: 2, lease: 30 });
     const fail = (error: unknown) => {
       throw error;
@@ -225,15 +225,20 @@ describe.each(backends())("the dashboard's operator views ($name)", (backend) =>
     ]);
     const before = (await listWorkers({ db: t.db })).find((w) => w.id === `beat-${backend.name}`)!;
     expect(before.lost).toBe(true);
-    await registry.register(fail);
+    await registry.heartbeat();
     const after = (await listWorkers({ db: t.db })).find((w) => w.id === `beat-${backend.name}`)!;
     expect(after.lost).toBe(false);
     expect(after.lastHeartbeatAt!.getTime()).toBeGreaterThan(before.lastHeartbeatAt!.getTime());
     expect(after.startedAt).toEqual(before.startedAt);
+    // The same id started again (a restarted process with a fixed workerId): the row written anew, its start now.
+    await new WorkerRegistry(t.db, { id: `beat-${backend.name}`, queues: ["beat", "other"], concurrency: 5, lease: 60 }).register(fail);
+    const restarted = (await listWorkers({ db: t.db })).find((w) => w.id === `beat-${backend.name}`)!;
+    expect(restarted).toMatchObject({ queues: ["beat", "other"], concurrency: 5, lease: 60, lost: false });
+    expect(restarted.startedAt!.getTime()).toBeGreaterThan(before.startedAt!.getTime());
     await registry.remove();
     expect((await listWorkers({ db: t.db })).some((w) => w.id === `beat-${backend.name}`)).toBe(false);
     // Removed, it writes no more: a late beat does not bring the row back.
-    await registry.register(fail);
+    await registry.heartbeat();
     expect((await listWorkers({ db: t.db })).some((w) => w.id === `beat-${backend.name}`)).toBe(false);
   });
 
