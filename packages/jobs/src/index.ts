@@ -18,6 +18,7 @@ export {
 export { handler } from "./base/handlers.js";
 export { listJobs, type ListJobsOptions, type JobListItem, type JobList } from "./reads/list.js";
 export { getJobAttempts, type JobAttempt } from "./reads/attempts.js";
+export { getJobSteps, type JobStep, type JobSteps } from "./reads/steps.js";
 export { listWorkers, type WorkerStatus, type ListWorkersOptions } from "./reads/workers.js";
 export { observeQueueDepth } from "./reads/queue-metrics.js";
 export { setLimit, removeLimit, listLimits, type LimitSettings, type RateLimitSettings, type LimitStatus, type RateLimit } from "./flow/limits.js";

@@ -1,0 +1,105 @@
+import { resolveDb } from "../core/connect.js";
+import type { JobsDatabase } from "../core/database.js";
+import { toDate } from "../core/job-row.js";
+import { eachStore, storesOf } from "../core/stores.js";
+import { READ_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
+import type { ReadOptions } from "../core/options.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
+import { checkJobId, checkTenant } from "../base/validate.js";
+import type { JobStatus } from "../base/types.js";
+import { stepsTable } from "../run/step-store.js";
+import { isMissingTable } from "../flow/flow-overview.js";
+
+/** One durable step of a job (`ctx.step`, `ctx.sleep`), as saved. */
+export interface JobStep {
+  name: string;
+  kind: "step" | "sleep";
+  /** `done`: saved (a step's result, a sleep that is over); `sleeping`: the sleep the job waits out now. */
+  status: "done" | "sleeping";
+  /** The job's attempt that saved it (a sleep gives its attempt back: the next run has the same number). */
+  attempt: number;
+  /** How long a step's function ran, in ms (the transaction's commit included); null for a sleep. */
+  durationMs: number | null;
+  /** Size of the saved JSON in bytes; 0 when the function returned undefined, and for a sleep. */
+  resultBytes: number;
+  /** A sleep's wake time; null for a step. */
+  wakeAt: Date | null;
+  savedAt: Date;
+}
+
+/**
+ * A job's steps, in the order they were saved (by the database clock; within one tick of it — a
+ * millisecond on SQLite — a sleep last, as it ended its run, and steps by name), and what the
+ * job waits for now.
+ */
+export interface JobSteps {
+  steps: JobStep[];
+  /** The sleep it waits out (its step and wake time), or null when the job is not sleeping. */
+  waitingFor: { kind: "sleep"; step: string; until: Date } | null;
+}
+
+/** The saved JSON's size in bytes, without reading it. */
+const BYTES: PerDialect<string> = {
+  postgres: "COALESCE(octet_length(result), 0)",
+  sqlite: "COALESCE(length(CAST(result AS BLOB)), 0)",
+  mysql: "COALESCE(OCTET_LENGTH(result), 0)",
+};
+
+interface StepRow {
+  name: string;
+  kind: string;
+  attempt: number | string;
+  duration_ms: number | string | null;
+  result_bytes: number | string;
+  wake_at: unknown;
+  ahead: number | string;
+  created_at: unknown;
+}
+
+/** A job's steps (see JobSteps), or null when the job does not exist (or is another tenant's). Read-only. */
+export async function jobSteps(db: JobsDatabase, id: number, tenant: string | null = null): Promise<JobSteps | null> {
+  const byId = (table: string) => `SELECT status FROM ${table} WHERE id = $1${tenant === null ? "" : " AND tenant = $2"}`;
+  const job = (await db.executor.query<{ status: JobStatus }>(eachStore(byId, storesOf(db)), tenant === null ? [id] : [id, tenant])).rows[0];
+  if (!job) return null;
+  const { rows } = await db.executor
+    .query<StepRow>(
+      `SELECT name, kind, attempt, duration_ms, ${forDialect(BYTES, db.dialect, "getJobSteps")} AS result_bytes, wake_at,
+              CASE WHEN wake_at > ${db.sql.now} THEN 1 ELSE 0 END AS ahead, created_at
+       FROM ${stepsTable(db)} WHERE job_id = $1 ORDER BY created_at, CASE WHEN kind = 'sleep' THEN 1 ELSE 0 END, name`,
+      [id],
+    )
+    // Before migration 18 no step was saved.
+    .catch((error: unknown) => {
+      if (isMissingTable(error)) return { rows: [] as StepRow[] };
+      throw error;
+    });
+  let waitingFor: JobSteps["waitingFor"] = null;
+  const steps = rows.map((row): JobStep => {
+    const wakeAt = row.wake_at === null || row.wake_at === undefined ? null : toDate(row.wake_at);
+    // Only a job back in the queue waits out its sleep: a cancelled one, or one woken by hand, does not.
+    const sleeping = row.kind === "sleep" && Number(row.ahead) === 1 && job.status === "pending";
+    if (sleeping) waitingFor = { kind: "sleep", step: row.name, until: wakeAt! };
+    return {
+      name: row.name,
+      kind: row.kind === "sleep" ? "sleep" : "step",
+      status: sleeping ? "sleeping" : "done",
+      attempt: Number(row.attempt),
+      durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
+      resultBytes: Number(row.result_bytes),
+      wakeAt,
+      savedAt: toDate(row.created_at),
+    };
+  });
+  return { steps, waitingFor };
+}
+
+/**
+ * One job's durable steps and what it waits for now (see JobSteps), or null when there is no
+ * such job (or it is another tenant's). Steps go with their job (retention). Read-only.
+ */
+export async function getJobSteps(id: number, options: ReadOptions = {}): Promise<JobSteps | null> {
+  checkOptions(options, READ_OPTION_KEYS, "getJobSteps");
+  checkJobId(id);
+  const tenant = checkTenant(options.tenant, "tenant", "every tenant's jobs");
+  return jobSteps(resolveDb(options.db).forReading(), id, tenant);
+}
