@@ -395,6 +395,46 @@ describe.each(backends())("the dashboard's operator views ($name)", (backend) =>
     expect((await getJob(pendingIds[0]!, { db: t.db }))!.status).toBe("pending");
   });
 
+  it("on a schema before migration 17 (no jobs_workers, no jobs_attempts) the pages work and a worker runs without its row", async () => {
+    const old = await backend.create();
+    const served = await serve({ db: old.db, basePath: BASE, refreshSeconds: 0 });
+    try {
+      for (const table of ["jobs_workers", "jobs_attempts"]) await old.sql(`DROP TABLE ${old.tableName(table)}`);
+      const errors: string[] = [];
+      const running = deferred();
+      const release = deferred();
+      const id = await enqueue("old", {}, { db: old.db, queue: "old" });
+      const worker = createWorker(
+        {
+          old: async () => {
+            running.resolve();
+            await release.promise;
+          },
+        },
+        { db: old.db, queue: "old", events: { "worker:error": ({ during }) => void errors.push(during) } },
+      );
+      const stopped = worker.run();
+      await running.promise;
+      const workers = await load(served, `${BASE}/workers`);
+      expect(workers.status).toBe(200);
+      // Known from the job it holds only.
+      expect(workers.body).toContain(`<tr data-worker="${worker.id}" data-lost="false">`);
+      expect(workers.body).toContain("not registered");
+      expect((await load(served, BASE)).status).toBe(200);
+      const page = await load(served, `${BASE}/jobs/${id}`);
+      expect(page.status).toBe(200);
+      expect(page.body).toContain('data-attempt="1" data-latest="true"');
+      release.resolve();
+      await worker.stop();
+      await stopped;
+      expect(errors).toEqual([]);
+      expect((await getJobAttempts(id, { db: old.db }))!.map((a) => a.attempt)).toEqual([1]);
+    } finally {
+      await served.close();
+      await old.close();
+    }
+  });
+
   it("a tenant's dashboard has no workers page, and its selection leaves other tenants' jobs alone", async () => {
     const scoped = await serve({ db: t.db, basePath: BASE, tenant: "acme", refreshSeconds: 0 });
     try {
