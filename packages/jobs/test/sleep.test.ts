@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createWorker, drain, enqueue, getJob, JobError, JobsDatabase, processOne, setLimit, type JobContext } from "../src/index.js";
+import { createWorker, drain, enqueue, getJob, JobError, JobsDatabase, processOne, reclaim, setLimit, type JobContext } from "../src/index.js";
 import type { Executor } from "../src/db/executor.js";
 import { backends, deferred, type TestDatabase } from "./helpers/backends.js";
 
@@ -240,5 +240,32 @@ describe.each(backends())("durable sleep: ctx.sleep and ctx.sleepUntil ($name)",
     expect(await processOne({ plain: () => "ok" }, { db, queue: q })).toBe(true);
     expect(texts.length).toBeGreaterThan(0);
     expect(texts.filter((s) => s.includes("jobs_steps"))).toEqual([]);
+  });
+  it("refuses the sleep of a run whose job was taken over: the job stays with its new owner, no sleep step saved", async () => {
+    const q = "stale-sleep";
+    const id = await enqueue("stale", null, { db: t.db, queue: q, maxAttempts: 3 });
+    const started = deferred();
+    const release = deferred();
+    const fenced: string[] = [];
+    const slept: number[] = [];
+    const run = processOne(
+      {
+        stale: async (_p: unknown, ctx: JobContext) => {
+          started.resolve();
+          await release.promise;
+          await ctx.sleep("nap", 3600);
+        },
+      },
+      { db: t.db, queue: q, lease: 60, events: { "job:fenced": (e) => fenced.push(e.write), "job:slept": (e) => slept.push(e.job.id) } },
+    );
+    await started.promise;
+    await reclaim({ db: t.db, lease: 0, queue: q });
+    release.resolve();
+    await run;
+    expect(fenced).toEqual(["sleep"]);
+    expect(slept).toEqual([]);
+    // Back in the queue by the reclaim, due now: not pushed an hour away by the stale run.
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "pending", attempts: 1 });
+    expect(await t.sql(`SELECT name FROM ${steps} WHERE job_id = $1`, [id])).toEqual([]);
   });
 });
