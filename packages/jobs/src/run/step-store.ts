@@ -68,14 +68,15 @@ export interface StepRow {
  * caller's transaction commits, so a reclaim cannot take the job between the check and the
  * commit (as a checkpoint's fenced UPDATE does). SQLite's transactions hold its one write lock:
  * nothing to lock. Returns false when the job was no longer this run's: nothing was written.
- * `attempt` is the job's own: the attempt that saved the step.
+ * `attempt` is the job's own: the attempt that saved the step — counted as the start write
+ * will count it, since a handler may run (PostgreSQL) before its start write commits.
  */
 export async function saveStep(db: JobsDatabase, executor: Executor, job: { id: number; token: string }, step: StepRow): Promise<boolean> {
   const params: unknown[] = [job.id, job.token, step.name, step.kind, step.result, step.durationMs];
   if (step.wake !== null) params.push("in" in step.wake ? step.wake.in : timestampParam(db, step.wake.at));
   const { rowCount } = await executor.query(
     `INSERT INTO ${stepsTable(db)} (job_id, name, kind, result, attempt, duration_ms, wake_at, created_at)
-     SELECT id, $3, $4, $5, attempts, ${typed(db, "$6", "INTEGER")}, ${wakeOf(db, step.wake)}, ${db.sql.now}
+     SELECT id, $3, $4, $5, attempts + CASE WHEN started_at IS NULL THEN 1 ELSE 0 END, ${typed(db, "$6", "INTEGER")}, ${wakeOf(db, step.wake)}, ${db.sql.now}
      FROM ${db.table} WHERE id = $1 AND claim_token = $2 AND status = 'running'${db.dialect === "sqlite" ? "" : " FOR UPDATE"}`,
     params,
   );
