@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createWorker, drain, enqueue, getJob, JobError, JobsDatabase, processOne, reclaim, setLimit, type JobContext } from "../src/index.js";
 import type { Executor } from "../src/db/executor.js";
+import { writeSleep } from "../src/run/sleep.js";
 import { backends, deferred, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("durable sleep: ctx.sleep and ctx.sleepUntil ($name)", (backend) => {
@@ -267,5 +268,21 @@ describe.each(backends())("durable sleep: ctx.sleep and ctx.sleepUntil ($name)",
     // Back in the queue by the reclaim, due now: not pushed an hour away by the stale run.
     expect(await getJob(id, { db: t.db })).toMatchObject({ status: "pending", attempts: 1 });
     expect(await t.sql(`SELECT name FROM ${steps} WHERE job_id = $1`, [id])).toEqual([]);
+  });
+  it("a sleep written again (a retry after a lost reply) answers 'not ours': its fenced insert finds no running job, so never meets the saved step's key", async () => {
+    const q = "sleep-twice";
+    const id = await enqueue("twice", null, { db: t.db, queue: q });
+    const answers: unknown[] = [];
+    await processOne(
+      {
+        twice: async (_p: unknown, ctx: JobContext) => {
+          const run = { id: ctx.job.id, token: ctx.claimToken };
+          for (let i = 0; i < 2; i++) answers.push(await writeSleep(t.db, run, { name: "nap", wake: { in: 3600 } }).catch((e: unknown) => e));
+        },
+      },
+      { db: t.db, queue: q },
+    );
+    expect(answers).toEqual([true, false]);
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "pending", attempts: 0 });
   });
 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { enqueue, getJob, JobError, JobsDatabase, processOne, prune, pruneHistory, reclaim, retryJob, type JobContext } from "../src/index.js";
 import { ensurePartitions } from "../src/maintenance/partitions.js";
 import { JobAbortedError } from "../src/base/abort.js";
+import type { Executor } from "../src/db/executor.js";
 import { backends, deferred, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("durable steps: ctx.step ($name)", (backend) => {
@@ -218,5 +219,32 @@ describe.each(backends())("durable steps: ctx.step ($name)", (backend) => {
     expect(await getJob(old, { db: t.db })).toBeNull();
     expect(await savedSteps(old)).toEqual([]);
     expect(await savedSteps(recent)).toHaveLength(1);
+  });
+  it("a failed read of the saved steps is not kept: the run's next step reads them again", async () => {
+    const real = t.db.executor;
+    let failures = 1;
+    const flaky: Executor = Object.create(real, {
+      forWorker: { value: undefined },
+      query: {
+        value: ((sql: string, ...rest: unknown[]) => {
+          if (sql.includes("SELECT name, kind, result") && failures-- > 0) return Promise.reject(new Error("connection lost (test)"));
+          return (real.query as (...a: unknown[]) => unknown)(sql, ...rest);
+        }) as Executor["query"],
+      },
+    });
+    const db = new JobsDatabase(flaky, t.db.settings);
+    const id = await enqueue("flaky", null, { db: t.db, queue: "flaky-read" });
+    const outcomes: unknown[] = [];
+    await processOne(
+      {
+        flaky: async (_p: unknown, ctx: JobContext) => {
+          outcomes.push(await ctx.step("first", () => 1).catch((e: unknown) => (e as Error).message));
+          outcomes.push(await ctx.step("second", () => 2));
+        },
+      },
+      { db, queue: "flaky-read" },
+    );
+    expect(outcomes).toEqual(["connection lost (test)", 2]);
+    expect(await savedSteps(id)).toEqual([{ name: "second", result: "2", attempt: 1 }]);
   });
 });

@@ -122,7 +122,11 @@ export class StepRun {
   /** The saved step of `name`, or undefined; refused when the run lost its job, or the name was saved as another kind. */
   private async found(name: string, kind: StepKind): Promise<SavedStep | undefined> {
     if (this.scope.lost()) throw this.refused(name, kind);
-    this.saved ??= loadSteps(this.scope.db, this.scope.job.id);
+    // A failed read is not kept: the next step of the run reads again.
+    this.saved ??= loadSteps(this.scope.db, this.scope.job.id).catch((error: unknown) => {
+      this.saved = null;
+      throw error;
+    });
     const found = (await this.saved).get(name);
     if (found && found.kind !== kind) {
       throw new StepError(
