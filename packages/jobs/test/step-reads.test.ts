@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cancelJob, enqueue, getJob, getJobSteps, processOne, type JobContext } from "../src/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 import { cli } from "./helpers/cli.js";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createDashboard } from "../src/dashboard/index.js";
 
 describe.each(backends())("a job's steps, read (getJobSteps, forge-jobs show) ($name)", (backend) => {
   let t: TestDatabase;
@@ -56,5 +59,29 @@ describe.each(backends())("a job's steps, read (getJobSteps, forge-jobs show) ($
     const read = await getJobSteps(id, { db: t.db });
     expect(read!.waitingFor).toBeNull();
     expect(read!.steps.map((s) => `${s.name}:${s.status}`)).toEqual(["fetch:done", "quiet:done", "nap:done"]);
+  });
+  it("the dashboard's job page shows the steps and the sleep the job waits out; a job without steps has no such section", async () => {
+    const id = await enqueue("plan", null, { db: t.db, queue: "page", tenant: "acme" });
+    const plain = await enqueue("plain", null, { db: t.db, queue: "page" });
+    await processOne(handlers, { db: t.db, queue: "page" });
+    await processOne({ plain: () => "ok" }, { db: t.db, queue: "page" });
+    const dashboard = createDashboard({ db: t.db, basePath: "/ops" });
+    const server = createServer((req, res) => dashboard(req, res));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const page = await (await fetch(`${origin}/ops/jobs/${id}`)).text();
+      const section = /<section id="steps">.*?<\/section>/s.exec(page)![0];
+      expect([...section.matchAll(/data-step="([^"]+)" data-status="([^"]+)"/g)].map((m) => `${m[1]}:${m[2]}`)).toEqual([
+        "fetch:done",
+        "quiet:done",
+        "nap:sleeping",
+      ]);
+      expect(section).toContain('data-waiting-for="nap"');
+      expect(section).toContain(`${Buffer.byteLength('{"rows":["é","b"]}')} B`);
+      expect(await (await fetch(`${origin}/ops/jobs/${plain}`)).text()).not.toContain('id="steps"');
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });

@@ -7,6 +7,7 @@ import { JobError } from "../base/errors.js";
 import { flowOverview } from "../flow/flow-overview.js";
 import { listJobsWhere } from "../reads/list.js";
 import { jobAttempts } from "../reads/attempts.js";
+import { jobSteps } from "../reads/steps.js";
 import { readWorkers } from "../reads/workers.js";
 import { lostWorkerIds, renderWorkers } from "./operators.js";
 import { actOnSelection, readSelection } from "./selection.js";
@@ -158,11 +159,12 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const reads = db.forReading();
     const related = await relatedJobs(reads, shownEdges(job), scope);
     const attempts = await jobAttempts(reads, id, scope);
+    const steps = await jobSteps(reads, id, scope);
     // Running on a worker silent past its lease: the page says when the sweep takes it back.
     const holder = job.status === "running" ? attempts?.at(-1)?.worker : undefined;
     const lostUntil = holder && lostWorkerIds(await readWorkers(reads)).has(holder) && job.status === "running" ? job.lockedUntil : null;
     const notice = takeNotice(req, res, basePath);
-    const model = { title, basePath, csrfToken: csrf.issue(req, res), job, related, attempts, lostUntil, now: new Date() };
+    const model = { title, basePath, csrfToken: csrf.issue(req, res), job, related, attempts, steps, lostUntil, now: new Date() };
     send(res, 200, "text/html; charset=utf-8", renderJob({ ...model, ...(notice ? { notice } : {}) }));
   }
 

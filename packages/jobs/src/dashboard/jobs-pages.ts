@@ -7,6 +7,8 @@ import type { RelatedJob } from "./queries.js";
 import { lostWorkerNote, when } from "./stamps.js";
 import { attemptsSection } from "./operators.js";
 import type { JobAttempt } from "../reads/attempts.js";
+import type { JobSteps } from "../reads/steps.js";
+import { stepsSection } from "./steps.js";
 import { firstLine, formatAge, noticeHtml, progressBar, shell, type PageModel } from "./render.js";
 
 // The job list (filters, pages, bulk actions), one job's page, and the bulk confirmation.
@@ -127,6 +129,8 @@ export interface JobPageModel extends Forms {
   related?: ReadonlyMap<number, RelatedJob>;
   /** Its attempts, first to latest (reads/attempts.ts); left out, the section is too. */
   attempts?: readonly JobAttempt[] | null;
+  /** Its durable steps and what it waits for (reads/steps.ts); left out or empty, no section. */
+  steps?: JobSteps | null;
   /** The job runs on a worker silent past its lease: when the sweep takes it back. */
   lostUntil?: Date | null;
   notice?: PageModel["notice"];
@@ -202,6 +206,7 @@ export function renderJob(model: JobPageModel): string {
 <section id="progress"><h2>Progress</h2>${bar ? html`<progress value="${bar.value}" max="${bar.max}"></progress>` : ""}${json(job.progress)}</section>
 <section id="result"><h2>Result</h2>${json(job.result)}</section>
 ${model.attempts === undefined ? "" : attemptsSection(model.attempts, basePath)}
+${model.steps === undefined ? "" : stepsSection(model.steps)}
 <section id="last-error"><h2>Last error</h2>${job.lastError ? html`<pre class="err">${withoutServerPaths(job.lastError)}</pre>` : html`<span class="zero">—</span>`}</section>
 ${edges(model, "depends-on", "Depends on", job.dependsOn)}${edges(model, "dependents", "Dependents", job.dependents)}`;
   return shell(model.title, `Job #${job.id}`, basePath, main);

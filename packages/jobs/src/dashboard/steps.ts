@@ -1,0 +1,28 @@
+import type { JobSteps } from "../reads/steps.js";
+import { html, type Html } from "./escape.js";
+import { when } from "./stamps.js";
+
+/** Bytes as the job page shows a saved result's size. */
+function size(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  return bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+/**
+ * A job's durable steps (`ctx.step`, `ctx.sleep`) on its page, in save order, and what it waits
+ * for now; nothing for a job that saved none (most jobs). The results themselves stay in the
+ * database: their size says enough, and one may be large.
+ */
+export function stepsSection(steps: JobSteps | null): Html {
+  if (steps === null || steps.steps.length === 0) return html``;
+  const rows = steps.steps.map(
+    (s) =>
+      html`<tr data-step="${s.name}" data-status="${s.status}"><td><code>${s.name}</code></td><td>${s.kind}</td><td>${s.status}</td><td class="n">${s.attempt}</td><td class="n">${
+        s.durationMs === null ? "—" : `${s.durationMs} ms`
+      }</td><td class="n">${s.kind === "sleep" ? "—" : size(s.resultBytes)}</td><td>${s.wakeAt === null ? "—" : when(s.wakeAt)}</td><td>${when(s.savedAt)}</td></tr>`,
+  );
+  const waiting = steps.waitingFor
+    ? html`<p data-waiting-for="${steps.waitingFor.step}">Sleeping (step <code>${steps.waitingFor.step}</code>) until ${when(steps.waitingFor.until)}.</p>`
+    : "";
+  return html`<section id="steps"><h2>Steps</h2>${waiting}<table><thead><tr><th>Name</th><th>Kind</th><th>Status</th><th class="n">Attempt</th><th class="n">Duration</th><th class="n">Result</th><th>Wakes</th><th>Saved</th></tr></thead><tbody>${rows}</tbody></table></section>`;
+}
