@@ -7,7 +7,7 @@ import type { JobsDatabase } from "../core/database.js";
 import { WorkerEmitter, type WorkerEventName, type WorkerListener } from "../core/events.js";
 import { jobInfo } from "../run/execute.js";
 import { EXTENSIONS_PER_LEASE, extendLeases } from "../run/lease.js";
-import { reclaimJobs } from "../maintenance/reclaim.js";
+import { sweepLostJobs } from "./sweep.js";
 import { OUTAGE_BACKOFF, backoffMs, retrying } from "../base/retry.js";
 import { WorkerRuns } from "./runs.js";
 import { handBack, type RunDeps, type SettleWrites } from "../run/settle.js";
@@ -147,7 +147,7 @@ export class Worker {
       if (this.state !== "running") return await this.stop();
       const maintenance = { active: () => this.state === "running", onError: (error: unknown) => this.error(error, "background maintenance") };
       this.timers.push(repeat((lease * 1000) / EXTENSIONS_PER_LEASE, () => this.extendAll(), maintenance));
-      if (sweepMs > 0) this.timers.push(repeat(sweepMs, () => this.sweep(), maintenance));
+      if (sweepMs > 0) this.timers.push(repeat(sweepMs, () => sweepLostJobs(this.db, this.emitter, this.deps.logger), maintenance));
       if (this.settings.schedules) this.timers.push(repeat(this.settings.pollMs, schedulerPass(this.db, this.settings.pollMs, this.deps.logger), maintenance));
       this.timers.push(upgradeInBackground(this.db, this.deps.logger, this.id, maintenance));
       this.timers.push(this.registry.keep(maintenance));
@@ -245,16 +245,6 @@ export class Worker {
     for (const { token } of claims) {
       if (owned.has(token)) this.runs.kept(token, sentAt);
       else this.runs.lost(token, "heartbeat");
-    }
-  }
-
-  private async sweep(): Promise<void> {
-    for (const job of await reclaimJobs(this.db, null, null)) {
-      this.emitter.emit("job:reclaimed", { job });
-      this.deps.logger.warn(
-        { jobId: job.id, task: job.task, queue: job.queue, attempt: job.attempts, status: job.status },
-        `job ${job.id} reclaimed from a lost worker`,
-      );
     }
   }
 
