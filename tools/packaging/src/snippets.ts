@@ -30,9 +30,31 @@ export interface Snippet {
    * `<!-- snippet: skip <reason> -->` leaves it out.
    */
   mark: { kind: "run" | "no-run" | "skip"; reason: string } | null;
+  /**
+   * What an excerpt takes from the reader's app, as the block says it in a comment of its own:
+   * `// Assumes: app, your Fastify app; sendInvoice(id), your code.` (following `//` lines go on
+   * with it). Null when the block (or this file of it) has none.
+   */
+  assumes: string | null;
 }
 
 const MARK = /^<!--\s*snippet:\s*(run|no-run|skip)\b\s*(.*?)\s*-->$/;
+const ASSUMES = /^\s*\/\/\s*Assumes:\s*(.*)$/;
+
+/** The text of a block's `// Assumes:` comment and the comment lines right after it, or null. */
+export function assumptionOf(code: string): string | null {
+  const lines = code.split("\n");
+  const start = lines.findIndex((line) => ASSUMES.test(line));
+  if (start < 0) return null;
+  const said = [ASSUMES.exec(lines[start]!)![1]!];
+  for (let i = start + 1; i < lines.length && /^\s*\/\/(?!.*\((?:src|test)\/)/.test(lines[i]!); i++) said.push(lines[i]!.replace(/^\s*\/\/\s*/, ""));
+  return said.join(" ").trim() || null;
+}
+
+/** The names a block uses without declaring them that its `// Assumes:` comment does not name. */
+export function unstated(undeclared: readonly string[], assumes: string | null): string[] {
+  return undeclared.filter((name) => !new RegExp(`(^|[^\\w$])${name.replace(/[$]/g, "\\$")}($|[^\\w$])`).test(assumes ?? ""));
+}
 
 /**
  * A comment naming the file that the following lines belong to, e.g. `// worker side
@@ -66,13 +88,15 @@ export function snippetsOf(readme: string): Snippet[] {
     const common = { readme, line: start + 1, mark: mark ? { kind: mark[1] as "run" | "no-run" | "skip", reason: mark[2]!.replace(/^[—–-]\s*/, "") } : null };
     const starts = body.flatMap((text, index) => (FILE_PART.test(text) ? [index] : []));
     if (starts.length < 2) {
-      found.push({ ...common, first: start + 2, code: body.join("\n") });
+      const code = body.join("\n");
+      found.push({ ...common, first: start + 2, code, assumes: assumptionOf(code) });
       continue;
     }
     // Lines before the first file comment belong to the first file.
     const bounds = [0, ...starts.slice(1), body.length];
     for (let k = 0; k + 1 < bounds.length; k++) {
-      found.push({ ...common, part: k + 1, first: start + 2 + bounds[k]!, code: body.slice(bounds[k], bounds[k + 1]).join("\n") });
+      const code = body.slice(bounds[k], bounds[k + 1]).join("\n");
+      found.push({ ...common, part: k + 1, first: start + 2 + bounds[k]!, code, assumes: assumptionOf(code) });
     }
   }
   return found;

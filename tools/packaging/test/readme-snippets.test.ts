@@ -5,22 +5,24 @@
 // fail. A line marked `// type error` in the README must be one.
 // A block that declares every name it uses is a whole program, and is also run: against a
 // fresh, migrated SQLite database (DATABASE_URL), it must exit 0 by itself. An excerpt cannot
-// be run as written, so it is type-checked only. `<!-- snippet: no-run <reason> -->` keeps a
-// whole program from running (it needs a live server, PostgreSQL, a secret…);
-// `<!-- snippet: run … -->` blocks have a test of their own below; `<!-- snippet: skip <reason> -->`
-// leaves a block out. Reasons are required.
-import { spawn } from "node:child_process";
+// be run as written, so it says what it assumes (issue 34.5): an `// Assumes: …` comment in the
+// block names every name it leaves undeclared, and the names it takes from the packages are
+// imported — so a block never calls a function that exists nowhere. `<!-- snippet: no-run
+// <reason> -->` keeps a whole program from running (it needs a live server, PostgreSQL, a
+// secret…); `<!-- snippet: run … -->` blocks have a test of their own below; `<!-- snippet: skip
+// <reason> -->` leaves a block out. Reasons are required.
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, realpathSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { connect, enqueue, getJob, migrate } from "@forge/jobs";
+import { connect, enqueue, getJob, listSchedules, migrate, triggerSchedule, type JobsDatabase } from "@forge/jobs";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
 import { ROOT, SAMPLE_DIR } from "../src/packages.js";
-import { asModule, READMES, snippetName, snippetsOf, type Snippet } from "../src/snippets.js";
+import { asModule, assumptionOf, READMES, snippetName, snippetsOf, unstated, type Snippet } from "../src/snippets.js";
 
 const snippets = READMES.flatMap(snippetsOf);
 
@@ -28,34 +30,6 @@ const snippets = READMES.flatMap(snippetsOf);
 const UNDECLARED = new Set([2304, 2552, 2582, 18004]);
 /** Nothing else is forgiven, but implicit any in an excerpt's callbacks. */
 const FORGIVEN = new Set([...UNDECLARED, 7006, 7031]);
-
-/**
- * Whole programs that are not run, in Markdown files this test's owners do not edit: the same
- * as a `<!-- snippet: no-run <reason> -->` mark, and to be moved into one. Found by a part of
- * the block's code, so that edits elsewhere in the file do not move them.
- */
-const NOT_RUN: { readme: string; code: string; reason: string }[] = [
-  {
-    readme: "packages/mail/README.md",
-    code: 'import { MAIL_JOB_TASK, createMailHandler } from "@forge/mail";\n\nawait runWorker({',
-    reason: "a worker that runs until stopped, sending through the SMTP server of SMTP_URL",
-  },
-  {
-    readme: "packages/mail/README.md",
-    code: "const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });",
-    reason: "the suppression list's PostgreSQL table, through pg",
-  },
-  {
-    readme: "packages/mail/README.md",
-    code: "process.env.UNSUBSCRIBE_SECRET!",
-    reason: "needs UNSUBSCRIBE_SECRET, a secret of 32+ characters, from the environment",
-  },
-  {
-    readme: "packages/mail/README.md",
-    code: 'readFileSync("/run/secrets/dkim.pem"',
-    reason: "reads a DKIM private key from /run/secrets",
-  },
-];
 
 /**
  * Where a README's blocks resolve modules: its package's folder (its own dependencies), the
@@ -134,11 +108,6 @@ describe("the READMEs' code blocks", () => {
       ).toBe(true);
     for (const s of snippets.filter((x) => x.mark?.kind === "skip" || x.mark?.kind === "no-run"))
       expect(s.mark!.reason.length, snippetName(s)).toBeGreaterThan(10);
-    for (const entry of NOT_RUN)
-      expect(
-        snippets.filter((s) => s.readme === entry.readme && s.code.includes(entry.code)),
-        entry.code,
-      ).toHaveLength(1);
   });
 
   it("a block that shows two files is checked as two modules", () => {
@@ -150,13 +119,51 @@ describe("the READMEs' code blocks", () => {
   it.each([...checks.keys()].map((s) => [snippetName(s), s] as const))("%s type-checks", (_where, s) => {
     expect(checks.get(s)!.errors.join("\n")).toBe("");
   });
+
+  // Issue 34.5: a block runs as written, or says what it assumes. What "runs" means for each is
+  // in notRun() below; an excerpt must name, in its `// Assumes:` comment, every name it uses
+  // without declaring it (a function of the reader's, a variable of an earlier block).
+  it.each([...checks.keys()].map((s) => [snippetName(s), s] as const))("%s runs, or says what it assumes", (_where, s) => {
+    const missing = unstated(checks.get(s)!.undeclared, s.assumes);
+    expect(
+      missing,
+      `uses ${missing.join(", ")} without declaring ${missing.length > 1 ? "them" : "it"}: import it from its package, declare it, or name it in an "// Assumes: …" comment of the block`,
+    ).toEqual([]);
+  });
+});
+
+describe("an excerpt's `// Assumes:` comment", () => {
+  it("is read from the block, with the comment lines that go on with it", () => {
+    expect(assumptionOf("// Assumes: app, your Fastify app;\n// sendInvoice(id), your code.\nimport x from 'y';")).toBe(
+      "app, your Fastify app; sendInvoice(id), your code.",
+    );
+    expect(assumptionOf("import x from 'y';\n// a comment\nx();")).toBeNull();
+  });
+
+  it("must name every undeclared name: a new block that is neither whole nor says so fails", () => {
+    expect(unstated(["app", "sendInvoice"], null)).toEqual(["app", "sendInvoice"]);
+    expect(unstated(["app", "sendInvoice"], "app, your web framework's app")).toEqual(["sendInvoice"]);
+    // A name inside another word does not count: `db` is not said by "dbPool".
+    expect(unstated(["db", "$config"], "dbPool, $config")).toEqual(["db"]);
+    expect(unstated(["app", "sendInvoice"], "app; sendInvoice(invoiceId), your code")).toEqual([]);
+  });
+
+  it("the READMEs have excerpts that say so, and the Five minutes worker and the schedules example declare what they call", () => {
+    // Each excerpt is checked above, one test per block; here, that there are such blocks at all.
+    expect([...checks.entries()].filter(([s, c]) => c.undeclared.length > 0 && s.assumes !== null).length).toBeGreaterThanOrEqual(20);
+    const jobs = [...checks.entries()].filter(([s]) => s.readme === "packages/jobs/README.md");
+    const worker = jobs.find(([s]) => s.code.includes("async send_invoice(payload"));
+    const schedules = jobs.find(([s]) => s.code.includes("await syncSchedules("));
+    for (const found of [worker, schedules]) {
+      expect(found).toBeDefined();
+      expect(found![1].undeclared, snippetName(found![0])).toEqual([]);
+    }
+  });
 });
 
 /** Why a block that type-checks is not run, or null when it is. */
 function notRun(s: Snippet): string | null {
   if (s.mark) return `marked ${s.mark.kind}${s.mark.reason ? `: ${s.mark.reason}` : ""}`;
-  const listed = NOT_RUN.find((n) => n.readme === s.readme && s.code.includes(n.code));
-  if (listed) return `listed in NOT_RUN: ${listed.reason}`;
   const undeclared = checks.get(s)?.undeclared ?? [];
   return undeclared.length > 0 ? `an excerpt: uses ${undeclared.join(", ")} from the reader's app` : null;
 }
@@ -186,6 +193,33 @@ async function appFolder(): Promise<string> {
   return dir;
 }
 
+/** tsx's loader, from the sample's folder: how a block runs as TypeScript. */
+const loader = pathToFileURL(
+  path.join(path.dirname(createRequire(path.join(SAMPLE_DIR, "package.json")).resolve("tsx/package.json")), "dist", "loader.mjs"),
+).href;
+
+/**
+ * Starts a block as a program, through tsx, in a folder of its own under `app` with a fresh,
+ * migrated SQLite database (DATABASE_URL); `db` is that database, open, for the test.
+ */
+async function startBlock(app: string, s: Snippet): Promise<{ child: ChildProcess; output: () => string; db: JobsDatabase }> {
+  const work = await mkdtemp(path.join(app, "run-"));
+  const url = `sqlite:${path.join(work, "jobs.db")}`;
+  const db = connect(url);
+  await migrate({ db });
+  const file = path.join(work, "snippet.ts");
+  await writeFile(file, asModule(s));
+  const child = spawn(process.execPath, ["--import", loader, file], {
+    cwd: work,
+    env: { ...process.env, DATABASE_URL: url, NODE_OPTIONS: "" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+  return { child, output: () => output, db };
+}
+
 describe("the READMEs' whole programs run on a fresh SQLite database", () => {
   let app: string | undefined;
   afterAll(async () => {
@@ -198,38 +232,96 @@ describe("the READMEs' whole programs run on a fresh SQLite database", () => {
     expect(excerpt && notRun(excerpt)).toMatch(/^an excerpt: uses .*requireAdmin/);
   });
 
-  const loader = pathToFileURL(
-    path.join(path.dirname(createRequire(path.join(SAMPLE_DIR, "package.json")).resolve("tsx/package.json")), "dist", "loader.mjs"),
-  ).href;
-
   it.each(runnable.map((s) => [snippetName(s), s] as const))(
     "%s runs and exits 0",
     async (_where, s) => {
       app ??= await appFolder();
-      const work = await mkdtemp(path.join(app, "run-"));
-      const url = `sqlite:${path.join(work, "jobs.db")}`;
-      const db = connect(url);
-      await migrate({ db });
+      const { child, output, db } = await startBlock(app, s);
       await db.close();
-      const file = path.join(work, "snippet.ts");
-      await writeFile(file, asModule(s));
-      const child = spawn(process.execPath, ["--import", loader, file], {
-        cwd: work,
-        env: { ...process.env, DATABASE_URL: url, NODE_OPTIONS: "" },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let output = "";
-      child.stdout.on("data", (d: Buffer) => (output += d.toString()));
-      child.stderr.on("data", (d: Buffer) => (output += d.toString()));
       const code = await new Promise<number | string | null>((resolve) => {
         // A program that does not end by itself (a worker, a server) must say so with no-run.
         const timer = setTimeout(() => (child.kill("SIGKILL"), resolve("still running after 30 s")), 30_000);
         child.once("exit", (exitCode) => (clearTimeout(timer), resolve(exitCode)));
       });
-      expect(code, output).toBe(0);
+      expect(code, output()).toBe(0);
     },
     40_000,
   );
+});
+
+/**
+ * The README's workers (issue 34.5): each `<!-- snippet: run … -->` block that calls runWorker
+ * is started as written on a fresh SQLite database, given jobs, and must run them to `done` with
+ * the functions it declares; then SIGTERM must stop it, exit code 0.
+ */
+type Wait = (what: string, probe: () => Promise<boolean>) => Promise<void>;
+
+const WORKERS: { name: string; code: string; queued: (db: JobsDatabase, wait: Wait) => Promise<number[]>; results: unknown[] }[] = [
+  {
+    name: "Five minutes, step 3",
+    code: "async send_invoice(payload",
+    queued: async (db) => [await enqueue("send_invoice", { invoiceId: "42" }, { db, queue: "mails" })],
+    results: [{ sent: true }],
+  },
+  {
+    name: "Schedules",
+    code: "await syncSchedules(",
+    // The block declares its schedules when it starts: a run of two of them, now.
+    queued: async (db, wait) => {
+      await wait("the block's three schedules", async () => (await listSchedules({ db })).length === 3);
+      return [await triggerSchedule("nightly-report", { db }), await triggerSchedule("digest:org-42", { db })];
+    },
+    results: [
+      { kind: "daily", for: expect.any(String) as unknown },
+      { org: 42, for: expect.any(String) as unknown },
+    ],
+  },
+];
+
+/**
+ * Polls until `probe` is true (what the worker does is seen in the database only); fails at
+ * once, with the program's output, if the program has ended.
+ */
+async function waitUntil(what: string, probe: () => Promise<boolean>, child: ChildProcess, output: () => string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!(await probe())) {
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`the program ended (${child.exitCode ?? child.signalCode}) before ${what}:\n${output()}`);
+    if (Date.now() > deadline) throw new Error(`waited 60 s for ${what}:\n${output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe("the README's workers run their jobs as written, and stop on SIGTERM", () => {
+  let app: string | undefined;
+  afterAll(async () => {
+    if (app) await rm(app, { recursive: true, force: true });
+  });
+  it.each(WORKERS)("$name", async ({ code, queued, results }) => {
+    const block = snippets.find((s) => s.readme === "packages/jobs/README.md" && s.code.includes(code));
+    expect(block?.mark?.kind, `the block with ${code} is marked run`).toBe("run");
+    app ??= await appFolder();
+    const { child, output, db } = await startBlock(app, block!);
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const wait: Wait = (what, probe) => waitUntil(what, probe, child, output);
+    try {
+      const ids = await queued(db, wait);
+      await wait(`jobs ${ids.join(", ")} to end`, async () =>
+        (await Promise.all(ids.map((id) => getJob(id, { db })))).every((j) => j?.status === "done" || j?.status === "failed"),
+      );
+      const jobs = await Promise.all(ids.map((id) => getJob(id, { db })));
+      expect(
+        jobs.map((j) => j?.status),
+        jobs.map((j) => j?.lastError ?? "").join("\n") + output(),
+      ).toEqual(ids.map(() => "done"));
+      expect(jobs.map((j) => j?.result)).toEqual(results);
+      child.kill("SIGTERM");
+      expect(await exited, output()).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+      await db.close();
+    }
+  });
 });
 
 describe("the README's Fastify dashboard (issue 16.5: its buttons got 415)", () => {
