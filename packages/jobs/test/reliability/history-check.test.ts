@@ -7,7 +7,7 @@ import { checkHistory, describeViolations, INVARIANTS, type Invariant } from "./
 /**
  * Four jobs through the kinds of runs the fault tests see: a plain one; one whose worker died
  * and whose job was reclaimed; one that failed and was retried; one taken from a frozen worker
- * whose late heartbeat and completion were refused.
+ * whose late heartbeat, completion and durable step were refused.
  */
 function clean(): { history: HistoryEvent[]; finals: FinalJob[] } {
   const history: HistoryEvent[] = [
@@ -33,6 +33,11 @@ function clean(): { history: HistoryEvent[]; finals: FinalJob[] } {
     { kind: "heartbeat", at: 70, sentAt: 69, job: 4, token: "t4a", worker: "w3", accepted: false },
     { kind: "completed", at: 71, sentAt: 70, job: 4, token: "t4a", worker: "w3", accepted: false },
     { kind: "completed", at: 72, sentAt: 71, job: 4, token: "t4b", worker: "w1", accepted: true },
+    // Job 4's durable steps: w3 saved "a" before the takeover; its "b" was refused after it,
+    // and w1's run (answered "a" from storage) saved "b".
+    { kind: "step", at: 14, sentAt: 13.5, job: 4, token: "t4a", worker: "w3", name: "a", accepted: true },
+    { kind: "step", at: 68, sentAt: 67, job: 4, token: "t4a", worker: "w3", name: "b", accepted: false },
+    { kind: "step", at: 48, sentAt: 47, job: 4, token: "t4b", worker: "w1", name: "b", accepted: true },
   ];
   const finals: FinalJob[] = [
     { id: 1, status: "done", attempts: 1 },
@@ -99,6 +104,18 @@ describe("history checker", () => {
     "attempts-monotonic": () => {
       const { history, finals } = clean();
       return { history, finals: finals.map((j) => (j.id === 3 ? { ...j, attempts: 1 } : j)) };
+    },
+    // The frozen worker's step "b", sent after attempt 2 was claimed, was saved (and so saved twice).
+    "step-once": () => {
+      const { history, finals } = clean();
+      return {
+        history: edit(
+          history,
+          (e) => e.kind === "step" && e.token === "t4a" && e.name === "b",
+          (e) => ({ ...e, accepted: true }) as HistoryEvent,
+        ),
+        finals,
+      };
     },
     // Job 3 never got a verdict.
     "every-job-ends": () => {
@@ -171,6 +188,32 @@ describe("history checker", () => {
       (e) => ({ ...e, kind: "completed" }) as HistoryEvent,
     );
     expect(invariantsBroken(verdict, finals)).toContain("no-stale-write");
+  });
+
+  it("catches each form of a step saved wrongly: twice by successive runs, by a run never claimed, by a run whose start was refused", () => {
+    const { history, finals } = clean();
+    const detailsOf = (h: HistoryEvent[]) => checkHistory(h, finals).map((v) => `${v.invariant}: ${v.detail}`);
+    // w1's run saved "a" again, though w3's save of it had landed: each save was its run's own, but one step ran twice.
+    const again: HistoryEvent[] = [...history, { kind: "step", at: 47.5, sentAt: 47.2, job: 4, token: "t4b", worker: "w1", name: "a", accepted: true }];
+    expect(detailsOf(again)).toEqual([expect.stringMatching(/^step-once: step "a" saved twice/)]);
+    // A save by a token no run of the job was claimed with.
+    const stranger: HistoryEvent[] = [...history, { kind: "step", at: 30, sentAt: 29, job: 1, token: "tx", worker: "w9", name: "a", accepted: true }];
+    expect(detailsOf(stranger)).toEqual([expect.stringMatching(/^step-once: step "a" saved by a run never claimed/)]);
+    // Job 2's run whose start was refused (it shares attempt 2 with w1's run): its step saved
+    // before w1's run was granted is its own; one sent after that must have been refused.
+    const ahead: HistoryEvent[] = [
+      ...history,
+      { kind: "claimed", at: 40.5, job: 2, attempt: 2, token: "t2x", worker: "w3" },
+      { kind: "start-refused", at: 42, job: 2, token: "t2x", worker: "w3" },
+      { kind: "step", at: 40.8, sentAt: 40.7, job: 2, token: "t2x", worker: "w3", name: "a", accepted: true },
+    ];
+    expect(checkHistory(ahead, finals)).toEqual([]);
+    const late = edit(
+      ahead,
+      (e) => e.kind === "step" && e.token === "t2x",
+      (e) => ({ ...e, sentAt: 41.5, at: 41.6 }) as HistoryEvent,
+    );
+    expect(detailsOf(late)).toEqual([expect.stringMatching(/^step-once: step "a" of attempt 2 \(w3\) sent after attempt 2 was claimed/)]);
   });
 
   it("catches the other forms: attempts going back, a done job whose completion nobody saw, a token granted twice", () => {

@@ -10,15 +10,16 @@
 // UPDATE holds the job's row lock until COMMIT, so an accepted write's row always comes first.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createWorker, enqueue, enqueueMany, getJob, JobsDatabase, reclaim, WORKER_LOST_PREFIX, type JobContext, type Worker } from "../../src/index.js";
+import { createWorker, enqueue, enqueueMany, getJob, reclaim, WORKER_LOST_PREFIX, type JobContext, type Worker } from "../../src/index.js";
 import { claimJobs } from "../../src/run/claim.js";
 import { completeRuns } from "../../src/run/complete.js";
-import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import { allJobs, backends, type TestDatabase } from "../helpers/backends.js";
 import { keyText, serialColumn } from "./helpers/dialect.js";
 import { claimedBy, completedBy, enqueued, finalJobs, historyRecorder, reclaimedBy, type HistoryEvent } from "./helpers/history.js";
 import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { count, expectSettled, sleep } from "./helpers/queue.js";
 import { scaled, timeoutMs } from "./helpers/scale.js";
+import { driveTakeovers } from "./helpers/takeovers.js";
 
 const TAKEOVERS = scaled(250, 1000);
 const QUEUE = "contested";
@@ -137,41 +138,21 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
       });
       const running = workers.map((w) => w.run());
 
-      const more = async (n: number) => {
-        const ids = await enqueueMany(
-          Array.from({ length: n }, () => ({ task: "contested", payload: { steps: STEPS }, maxAttempts: 100_000 })),
-          { db: t.db, queue: QUEUE },
-        );
-        history.push(...ids.map((id) => enqueued(id, "test")));
-      };
-      let total = WORKERS * (CONCURRENCY + 1) * 2;
-      await more(total);
-
-      // The driver: forced takeovers, each recorded in the reclaim's own transaction.
-      let takeovers = 0;
-      let reclaimed = 0;
-      while (takeovers < TAKEOVERS) {
-        await sleep(10 + Math.random() * 40);
-        const taken = await t.db.executor.transaction(async (tx) => {
-          const jobs = await reclaim({ db: new JobsDatabase(tx, t.db.settings), lease: 0, queue: QUEUE });
-          for (const job of jobs) await tx.query(`INSERT INTO ${ledger} (job_id, attempt, kind) VALUES ($1, $2, 'reclaim')`, [job.id, job.attempts]);
-          return jobs;
-        });
-        history.push(...reclaimedBy("driver", taken));
-        reclaimed += taken.length;
-        takeovers += taken.filter((j) => started.has(`${j.id}:${j.attempts}`)).length;
-        const open = await count(t, `SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND status IN ('pending', 'running')`, [QUEUE]);
-        if (open < WORKERS * CONCURRENCY) {
-          await more(WORKERS * CONCURRENCY);
-          total += WORKERS * CONCURRENCY;
-        }
-      }
-      await waitFor(
-        "every job done once the takeovers stop",
-        async () => (await count(t, `SELECT count(*) AS n FROM {all} WHERE queue = $1 AND status = 'done'`, [QUEUE])) === total,
-        60_000,
-        50,
-      );
+      const { takeovers, reclaimed, total } = await driveTakeovers({
+        t,
+        queue: QUEUE,
+        ledger,
+        takeovers: TAKEOVERS,
+        started,
+        history,
+        enqueue: (n) =>
+          enqueueMany(
+            Array.from({ length: n }, () => ({ task: "contested", payload: { steps: STEPS }, maxAttempts: 100_000 })),
+            { db: t.db, queue: QUEUE },
+          ),
+        first: WORKERS * (CONCURRENCY + 1) * 2,
+        refill: WORKERS * CONCURRENCY,
+      });
       stop.abort();
       await Promise.all(running);
       await expectSettled(t.db, QUEUE, total);

@@ -1,7 +1,15 @@
 import type { FinalJob, HistoryEvent } from "./history.js";
 
 /** The invariants checkHistory verifies (listed, with what each means, in RELIABILITY.md). */
-export const INVARIANTS = ["acknowledged-present", "one-live-claim", "no-stale-write", "one-completion", "attempts-monotonic", "every-job-ends"] as const;
+export const INVARIANTS = [
+  "acknowledged-present",
+  "one-live-claim",
+  "no-stale-write",
+  "one-completion",
+  "attempts-monotonic",
+  "every-job-ends",
+  "step-once",
+] as const;
 export type Invariant = (typeof INVARIANTS)[number];
 
 export interface Violation {
@@ -12,6 +20,7 @@ export interface Violation {
 
 type Claim = Extract<HistoryEvent, { kind: "claimed" }>;
 type Write = Extract<HistoryEvent, { kind: "heartbeat" | "completed" | "failed" }>;
+type StepSave = Extract<HistoryEvent, { kind: "step" }>;
 const FINAL = new Set(["done", "failed", "cancelled"]);
 
 /**
@@ -106,6 +115,8 @@ export function checkHistory(history: readonly HistoryEvent[], finals: readonly 
         flag("one-completion", job, `verdict ${verdict.kind}, table says ${status}`);
     }
 
+    checkSteps(events, allClaims, claims, refusedStarts, (detail) => flag("step-once", job, detail));
+
     // attempts-monotonic: attempts never go back, and the table counts every run it granted.
     for (let i = 1; i < claims.length; i++) {
       const [a, b] = [claims[i - 1]!, claims[i]!];
@@ -141,6 +152,35 @@ export function checkHistory(history: readonly HistoryEvent[], finals: readonly 
     if (!lostWithItsWorker && !ambiguous) flag("every-job-ends", row.id, "done in the table, but no run's completion was accepted");
   }
   return violations;
+}
+
+/**
+ * step-once: a durable step's save lands only for the run holding the job, and once per (job,
+ * step name). A save is stale when another run of the job was claimed before it was sent: a
+ * later attempt, or — for a run whose start was refused, which shares its attempt with the run
+ * that took over — any claim recorded after its own. Its claim did grant it the token until then.
+ */
+function checkSteps(
+  events: readonly HistoryEvent[],
+  allClaims: readonly Claim[],
+  claims: readonly Claim[],
+  refusedStarts: ReadonlySet<string>,
+  flag: (detail: string) => void,
+): void {
+  const saved = new Map<string, StepSave>();
+  for (const save of events.filter((e): e is StepSave => e.kind === "step" && e.accepted)) {
+    const first = saved.get(save.name);
+    if (first) flag(`step ${JSON.stringify(save.name)} saved twice: by ${first.worker} (${first.token}) and by ${save.worker} (${save.token})`);
+    else saved.set(save.name, save);
+    const own = allClaims.find((c) => c.token === save.token);
+    if (!own) {
+      flag(`step ${JSON.stringify(save.name)} saved by a run never claimed (${save.worker}, ${save.token})`);
+      continue;
+    }
+    const refused = refusedStarts.has(save.token);
+    const later = claims.find((c) => c.token !== save.token && (refused ? c.at > own.at : c.attempt > own.attempt) && c.at < save.sentAt);
+    if (later) flag(`step ${JSON.stringify(save.name)} of attempt ${own.attempt} (${save.worker}) sent after attempt ${later.attempt} was claimed, and saved`);
+  }
 }
 
 /** A short report of violations for an assertion message (the first few of each invariant). */

@@ -1,5 +1,5 @@
 import type { ClaimedJob } from "../../../src/run/claim.js";
-import type { Handlers, JobContext, ReclaimedJob, WorkerEventHandlers } from "../../../src/index.js";
+import { JobAbortedError, type Handlers, type JobContext, type ReclaimedJob, type WorkerEventHandlers } from "../../../src/index.js";
 import type { Child } from "./children.js";
 
 /**
@@ -31,6 +31,13 @@ export type HistoryEvent =
   | { kind: "failed"; at: number; sentAt: number; job: number; token: string; worker: string; accepted: boolean; willRetry: boolean }
   /** A sweep took the job back from a lost run; `attempts` as it stood. */
   | { kind: "reclaimed"; at: number; job: number; attempts: number; worker: string; status: "pending" | "failed" }
+  /**
+   * A durable step's save (`ctx.step`) by the run holding `token`: its result (and its `tx`
+   * writes) committed (accepted), or refused with JobAbortedError, nothing saved. `sentAt` is
+   * when the step's function returned, just before its save was sent. A step answered from
+   * storage (saved by an earlier run) is no save: not recorded.
+   */
+  | { kind: "step"; at: number; sentAt: number; job: number; token: string; worker: string; name: string; accepted: boolean }
   /** Handed back at shutdown without using its attempt. */
   | { kind: "released"; at: number; job: number; attempt: number; worker: string }
   /** The test killed this worker process: what it had not printed yet is lost with it. */
@@ -148,6 +155,7 @@ export function historyRecorder(worker: string, sink: (event: HistoryEvent) => v
             const run = { token: ctx.claimToken, returnedAt: Number.POSITIVE_INFINITY };
             runs.set(ctx.claimToken, run);
             record({ kind: "claimed", job: ctx.job.id, attempt: ctx.job.attempt, token: ctx.claimToken, worker });
+            recordSteps(ctx, worker, record, now);
             try {
               return await (handler as Handler)(payload, ctx);
             } finally {
@@ -158,4 +166,33 @@ export function historyRecorder(worker: string, sink: (event: HistoryEvent) => v
       ) as unknown as H;
     },
   };
+}
+
+/**
+ * Replaces the run's `ctx.step` (in place: the context keeps its identity) by one that records
+ * each save: accepted when the step's function ran and the step returned, refused when the step
+ * threw JobAbortedError (the queue's `job:fenced` says only `write: "step"`, not which step).
+ */
+function recordSteps(ctx: JobContext, worker: string, record: (event: Unstamped) => void, now: () => number): void {
+  const step: JobContext["step"] = ctx.step.bind(ctx);
+  const base = { job: ctx.job.id, token: ctx.claimToken, worker };
+  const recorded: JobContext["step"] = async <T, Tx>(name: string, fn: (tx: Tx) => T | Promise<T>): Promise<Awaited<T>> => {
+    let returnedAt: number | undefined;
+    const timed = async <T>(work: () => T | Promise<T>) => {
+      const value = await work();
+      returnedAt = now();
+      return value;
+    };
+    // The same arity as the handler's function: a parameter is what asks for the transaction.
+    const wrapped = fn.length === 0 ? () => timed(() => (fn as () => unknown)()) : (tx: never) => timed(() => fn(tx));
+    try {
+      const value = await step(name, wrapped as typeof fn);
+      if (returnedAt !== undefined) record({ kind: "step", sentAt: returnedAt, ...base, name, accepted: true });
+      return value;
+    } catch (error) {
+      if (error instanceof JobAbortedError) record({ kind: "step", sentAt: returnedAt ?? now(), ...base, name, accepted: false });
+      throw error;
+    }
+  };
+  ctx.step = recorded;
 }

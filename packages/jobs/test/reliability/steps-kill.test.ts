@@ -1,0 +1,179 @@
+// Issue 35 point 5, first half: durable steps in worker processes SIGKILLed at random points,
+// half of the kills mid-step (just after a step's function began). A killed run resumes, in a
+// later attempt, at the step it was in: the steps it had committed are answered from storage
+// (their functions never run again), and each step's write through `tx` lands exactly once.
+import type { ChildProcess } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { enqueueMany } from "../../src/index.js";
+import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backends.js";
+import type { StepResult } from "./fixtures/step-handlers.js";
+import type { Child } from "./helpers/children.js";
+import { serialColumn } from "./helpers/dialect.js";
+import { Fleet } from "./helpers/fleet.js";
+import { died, enqueued, finalJobs, historyOf, type HistoryEvent } from "./helpers/history.js";
+import { checkHistory, describeViolations } from "./helpers/history-check.js";
+import { count, expectSettled, finished } from "./helpers/queue.js";
+import { LONG, scaled, timeoutMs } from "./helpers/scale.js";
+
+const JOBS = scaled(120, 1000);
+const KILLS = scaled(6, 16);
+const STEPS = 5;
+const WORKERS = 3;
+const QUEUE = "stepped";
+
+/** A `step-ran` line of fixtures/step-handlers.ts: a step's function began in this attempt. */
+interface Ran {
+  job: number;
+  step: number;
+  attempt: number;
+  worker: string;
+}
+
+/** Resolves once `child` prints its next `step-ran` line, in the same tick as the line is parsed. */
+function nextStepRan(child: Child): Promise<void> {
+  return new Promise((resolve) => {
+    const seen = child.count((m) => m.type === "step-ran");
+    const proc: ChildProcess = child.proc;
+    const listener = () => {
+      if (child.count((m) => m.type === "step-ran") === seen && child.running) return;
+      proc.stdout!.off("data", listener);
+      resolve();
+    };
+    // Added after the Child's own listener: the new line is parsed when this one runs.
+    proc.stdout!.on("data", listener);
+  });
+}
+
+describe.each(backends())("durable steps in killed worker processes ($name)", (backend) => {
+  let t: TestDatabase;
+  let fleet: Fleet | undefined;
+  let writes: string;
+
+  beforeAll(async () => {
+    t = await backend.create();
+    writes = t.tableName("step_writes");
+    await t.sql(`CREATE TABLE ${writes} (${serialColumn(t.db.dialect)}, job_id bigint NOT NULL, step integer NOT NULL, attempt integer NOT NULL)`);
+  });
+  afterAll(async () => {
+    await fleet?.kill();
+    await t.close();
+  });
+
+  it(
+    `${JOBS} jobs of ${STEPS} steps on ${WORKERS} worker processes, ${KILLS} SIGKILLed (half mid-step): every step's tx write lands once, no committed step runs again`,
+    async () => {
+      fleet = new Fleet(
+        {
+          url: t.url,
+          schema: t.schema,
+          queue: QUEUE,
+          concurrency: 4,
+          lease: 2,
+          sweepInterval: 0.5,
+          pollInterval: 0.2,
+          poolSize: 5,
+          tables: { stepWrites: writes },
+          history: true,
+        },
+        WORKERS,
+      );
+      await fleet.started();
+      // SQLite's step transactions hold its one write lock while they wait: shorter there.
+      const ms = t.db.dialect === "sqlite" ? 4 : 15;
+      const ids = await enqueueMany(
+        Array.from({ length: JOBS }, () => ({ task: "stepped", payload: { steps: STEPS, ms }, maxAttempts: 25 })),
+        { db: t.db, queue: QUEUE },
+      );
+      const history: HistoryEvent[] = ids.map((id) => enqueued(id, "test"));
+
+      const killed = new Set<string>();
+      let midStepKills = 0;
+      for (let k = 1; k <= KILLS; k++) {
+        await waitFor(
+          `${Math.round((100 * k) / (KILLS + 1))}% of the jobs finished`,
+          async () => (await finished(t, QUEUE)) >= (JOBS * k) / (KILLS + 1),
+          timeoutMs(60, 300),
+        );
+        const victim = await waitFor("a live worker running a job", async () => {
+          const rows = await t.sql<{ locked_by: string }>(
+            `SELECT DISTINCT locked_by FROM {jobs} WHERE status = 'running' AND started_at IS NOT NULL AND queue = $1`,
+            [QUEUE],
+          );
+          const holding = new Set(rows.map((r) => r.locked_by));
+          const candidates = fleet!.slots.map((c, slot) => ({ c, slot })).filter(({ c }) => c.running && holding.has(c.label));
+          return candidates.length ? candidates[Math.floor(Math.random() * candidates.length)] : undefined;
+        });
+        // Odd kills land right after a step's function began (mid-step), even ones wherever the run is.
+        if (k % 2 === 1) {
+          await nextStepRan(victim.c);
+          midStepKills++;
+        }
+        history.push(died(victim.c.label));
+        victim.c.kill("SIGKILL");
+        expect(await victim.c.exited).toMatchObject({ signal: "SIGKILL" });
+        killed.add(victim.c.label);
+        fleet.start(victim.slot);
+      }
+
+      await waitFor("every job to finish", async () => (await finished(t, QUEUE)) === JOBS, timeoutMs(90, 600), 200);
+      await expectSettled(t.db, QUEUE, JOBS);
+      expect((await fleet.stop()).map((e) => e.code)).toEqual(new Array(WORKERS).fill(0));
+
+      // Each step's write through tx landed exactly once; the step saved with it names the same attempt.
+      const rows = await t.sql<{ job_id: number | string; step: number | string; attempt: number | string }>(`SELECT job_id, step, attempt FROM ${writes}`);
+      const committed = new Map<string, number>(); // "job:step" → the attempt whose write committed
+      const twice: string[] = [];
+      for (const r of rows) {
+        const key = `${Number(r.job_id)}:${Number(r.step)}`;
+        if (committed.has(key)) twice.push(key);
+        committed.set(key, Number(r.attempt));
+      }
+      expect(twice).toEqual([]);
+      expect(committed.size).toBe(JOBS * STEPS);
+      const saved = await t.sql<{ job_id: number | string; name: string; attempt: number | string }>(
+        `SELECT job_id, name, attempt FROM ${t.tableName("jobs_steps")} WHERE ${ids.length ? "job_id >= $1" : "1 = 1"}`,
+        [ids[0]],
+      );
+      expect(saved.length).toBe(JOBS * STEPS);
+      const mismatched = saved.filter((s) => committed.get(`${Number(s.job_id)}:${s.name.slice(1)}`) !== Number(s.attempt));
+      expect(mismatched).toEqual([]);
+
+      // A step's function ran again only in a later attempt than one that had not committed it:
+      // never after its commit. Every run that began a step without committing it was a killed worker's.
+      const ran = fleet.all.flatMap((c) =>
+        c.messages.filter((m) => m.type === "step-ran").map((m) => ({ ...(m as unknown as Omit<Ran, "worker">), worker: c.label })),
+      );
+      const afterCommit = ran.filter((r) => r.attempt > committed.get(`${r.job}:${r.step}`)!);
+      expect(afterCommit).toEqual([]);
+      const uncommitted = ran.filter((r) => r.attempt < committed.get(`${r.job}:${r.step}`)!);
+      expect(uncommitted.filter((r) => !killed.has(r.worker))).toEqual([]);
+      // The kills did land mid-step: steps begun and rolled back, run again by a later attempt.
+      expect(uncommitted.length).toBeGreaterThan(0);
+      const resumedJobs = new Set(uncommitted.map((r) => r.job));
+
+      // Every job done, its result the steps' saved results: on a resumed run, the ones from storage.
+      const jobs = await t.sql<{ id: number | string; status: string; attempts: number | string; result: unknown }>(
+        `SELECT id, status, attempts, result FROM {all} WHERE queue = $1`,
+        [QUEUE],
+      );
+      for (const job of jobs) {
+        const id = Number(job.id);
+        const result = (typeof job.result === "string" ? JSON.parse(job.result) : job.result) as { steps: StepResult[] };
+        const expected = Array.from({ length: STEPS }, (_, i) => ({ step: i + 1, attempt: committed.get(`${id}:${i + 1}`) }));
+        expect({ id, status: job.status, result }).toEqual({ id, status: "done", result: { steps: expected } });
+      }
+      const resumedLater = await count(t, `SELECT count(*) AS n FROM {all} WHERE queue = $1 AND attempts > 1`, [QUEUE]);
+
+      // The history of every run, with each step's save (RELIABILITY.md, "The history checker").
+      const all = [...history, ...historyOf(fleet.all)];
+      expect(all.filter((e) => e.kind === "step" && e.accepted).length).toBeGreaterThan(0);
+      const violations = checkHistory(all, await finalJobs((sql) => t.db.executor.query(sql), allJobs(t.db), QUEUE));
+      expect(violations, describeViolations(violations)).toEqual([]);
+      console.info(
+        `[reliability] ${backend.name}: ${JOBS} jobs of ${STEPS} steps, ${KILLS} kills (${midStepKills} aimed mid-step), ` +
+          `${resumedLater} jobs ran more than once, ${resumedJobs.size} resumed mid-step with ${uncommitted.length} step functions rolled back and run again${LONG ? " (long)" : ""}`,
+      );
+    },
+    timeoutMs(120, 900),
+  );
+});
