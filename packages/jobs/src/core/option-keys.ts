@@ -38,6 +38,7 @@ const JOB_KEYS: Record<keyof JobOptions, true> = {
   priority: true,
   idempotencyKey: true,
   dedupKey: true,
+  throttle: true,
   tenant: true,
   group: true,
   concurrencyKey: true,

@@ -65,6 +65,8 @@ export interface JobOptions {
   idempotencyKey?: string;
   /** At most one pending-or-running job per key; free again once that job ends. */
   dedupKey?: string;
+  /** At most one job per key per fixed window of the database clock; later enqueues in the window get its id. See `ThrottleWindow`. */
+  throttle?: ThrottleWindow;
   /**
    * Owner of the job (an organisation id): tenant-scoped reads never see other tenants' jobs.
    * Leave it out for a job without a tenant; an empty or non-string tenant is a JobError.
@@ -90,6 +92,16 @@ export interface JobOptions {
   dependsOn?: readonly number[];
   /** What happens when a dependency fails for good or is cancelled: fail this job (default), cancel it, or run it anyway. */
   onDependencyFailure?: DependencyFailurePolicy;
+}
+
+/**
+ * The `throttle` option: windows are fixed slots of `seconds` by the database clock
+ * (slot = floor(epoch seconds / seconds)). `key` is 1–200 characters; `seconds` an integer from
+ * 1 to 31,622,400 (366 days). Not combinable with `idempotencyKey` or `dedupKey`.
+ */
+export interface ThrottleWindow {
+  key: string;
+  seconds: number;
 }
 
 /** See `JobOptions.onDependencyFailure`. */

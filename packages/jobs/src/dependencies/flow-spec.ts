@@ -39,6 +39,7 @@ interface FlowOptions {
   onDependencyFailure?: unknown;
   idempotencyKey?: unknown;
   dedupKey?: unknown;
+  throttle?: unknown;
 }
 
 /** null when no item uses dependencies or refs: the call is an ordinary enqueue. */
@@ -62,11 +63,12 @@ export function readFlowPlan(options: readonly FlowOptions[], field: (index: num
   options.forEach((o, i) => {
     const keyed =
       (o.idempotencyKey !== undefined && o.idempotencyKey !== null && o.idempotencyKey !== "") ||
-      (o.dedupKey !== undefined && o.dedupKey !== null && o.dedupKey !== "");
+      (o.dedupKey !== undefined && o.dedupKey !== null && o.dedupKey !== "") ||
+      o.throttle !== undefined;
     const item = items[i] as FlowItem;
     if (keyed && (item.dependent || item.referenced)) {
       throw new JobError(
-        `${field(i, item.dependent ? "dependsOn" : "ref")}: a job in a flow cannot also have an idempotencyKey or dedupKey (an existing job could stand in for it); enqueue the keyed job first and pass its id in dependsOn`,
+        `${field(i, item.dependent ? "dependsOn" : "ref")}: a job in a flow cannot also have an idempotencyKey, dedupKey or throttle (an existing job could stand in for it); enqueue the keyed job first and pass its id in dependsOn`,
         field(i, item.dependent ? "dependsOn" : "ref"),
       );
     }

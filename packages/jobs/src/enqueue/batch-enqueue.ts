@@ -63,7 +63,7 @@ export async function enqueueBatch(items: readonly EnqueueManyItem[], options: E
         throw new JobError(`items[${i}].${key}: a batch's items cannot have dependencies; use enqueueMany for a flow`, `items[${i}].${key}`);
     }
     // A key could resolve to an existing job, which would then be counted in this batch.
-    for (const key of ["idempotencyKey", "dedupKey"] as const) {
+    for (const key of ["idempotencyKey", "dedupKey", "throttle"] as const) {
       if (item[key]) {
         throw new JobError(
           `items[${i}].${key}: a batch's items cannot have keys (an existing job could stand in for one); make the whole batch idempotent in your own table`,

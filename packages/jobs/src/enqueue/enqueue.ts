@@ -6,6 +6,7 @@ import { insertStatement } from "./insert-statement.js";
 import { findExisting, snapshotError, yieldToEndedKeys } from "./key-conflicts.js";
 import { insertFlow, type InsertJobs } from "../dependencies/flow-enqueue.js";
 import { readFlowPlan } from "../dependencies/flow-spec.js";
+import { keyThrottledJobs } from "./throttle.js";
 import { hasKey, isItemShaped, prepareJob, type InsertedRow, type NewJob } from "./new-job.js";
 import { DEFAULT_QUEUE, type EnqueueManyItem, type EnqueueManyOptions, type EnqueueOptions } from "../core/options.js";
 import { ENQUEUE_ITEM_KEYS, ENQUEUE_MANY_OPTION_KEYS, ENQUEUE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
@@ -40,6 +41,7 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   const db = resolveDb(options.db);
   const job = prepareJob(task, payload, options, DEFAULT_QUEUE, db.settings, null);
   if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
+  if (job.throttle !== null) await keyThrottledJobs(db, [job]);
   const plan = readFlowPlan([options], ownField);
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) =>
     plan ? insertFlow(db, [traced(job, trace)], plan, inserter(db), ownField) : insertOne(db, traced(job, trace)),
@@ -90,6 +92,7 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
       jobs.map((j) => j.payload),
       (i) => `items[${i}].payload`,
     );
+  await keyThrottledJobs(db, jobs);
   const first = jobs[0] as NewJob;
   const plan = readFlowPlan(items, (i, name) => `items[${i}].${name}`);
   const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {

@@ -15,6 +15,7 @@ import {
   checkTenant,
   SCHEDULER_ENQUEUE,
 } from "../base/validate.js";
+import { checkThrottle, type ThrottledJob } from "./throttle.js";
 
 /** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
@@ -35,6 +36,8 @@ export interface NewJob {
   tenant: string | null;
   idempotencyKey: string | null;
   dedupKey: string | null;
+  /** The `throttle` option; keyThrottledJobs turns it into the idempotency key before the insert. */
+  throttle: ThrottledJob["throttle"];
   /** JSON of the enqueuing span's context (OpenTelemetry), or null. */
   trace: string | null;
   /** The fair-share group ('' for none): the `group` option, else the tenant. */
@@ -127,6 +130,7 @@ export function prepareJob(
     tenant,
     idempotencyKey: options.idempotencyKey == null ? null : checkJobKey(options.idempotencyKey, field("idempotencyKey"), scheduler),
     dedupKey: options.dedupKey == null ? null : checkJobKey(options.dedupKey, field("dedupKey"), scheduler),
+    throttle: options.throttle === undefined ? null : checkThrottle(options, field),
     trace: null,
     group: group === "" ? (tenant ?? "") : group,
     concurrencyKey: options.concurrencyKey === undefined ? "" : checkFlowKey(options.concurrencyKey, field("concurrencyKey")),
