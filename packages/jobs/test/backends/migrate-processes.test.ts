@@ -56,6 +56,7 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
             expect(tables.map((t) => t.name)).toEqual([
               "forge_jobs_migrations",
               "jobs",
+              "jobs_attempts",
               "jobs_batches",
               "jobs_counts",
               "jobs_dependencies",
@@ -65,6 +66,8 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
               "jobs_limits",
               "jobs_minutes",
               "jobs_schedules",
+              "jobs_steps",
+              "jobs_workers",
             ]);
             expect(indexes).toEqual(
               expect.arrayContaining([
