@@ -92,7 +92,9 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
       jobs.map((j) => j.payload),
       (i) => `items[${i}].payload`,
     );
-  await keyThrottledJobs(db, jobs);
+  // Only when a job is throttled: an await before the INSERT would let a caller's synchronous
+  // SQLite transaction end before the INSERT runs in it.
+  if (jobs.some((j) => j.throttle !== null)) await keyThrottledJobs(db, jobs);
   const first = jobs[0] as NewJob;
   const plan = readFlowPlan(items, (i, name) => `items[${i}].${name}`);
   const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {
