@@ -1,6 +1,7 @@
 import multipart from "@fastify/multipart";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
+import type { PrometheusExporter } from "@opentelemetry/exporter-prometheus";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from "fastify";
 import type { AppConfig } from "./config.js";
 import { openDatabase, type AppDatabase } from "./db.js";
@@ -27,6 +28,8 @@ export interface BuildOptions {
   loggerInstance?: FastifyBaseLogger;
   /** How the SES webhook reaches Amazon SNS (certificates, subscription confirmation); default: HTTPS. */
   sns?: SnsClient;
+  /** Serves `GET /metrics` (Prometheus text) from this exporter (src/metrics.ts); none without it. */
+  metrics?: PrometheusExporter;
 }
 
 /**
@@ -69,5 +72,13 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   bounceRoutes(app, db, config, options.sns ?? httpsSnsClient());
   notificationRoutes(app, db, config);
   flowRoutes(app, db, config);
+  const exporter = options.metrics;
+  if (exporter) {
+    // The exporter writes the response itself, from the raw Node objects.
+    app.get("/metrics", { schema: { hide: true } }, (request, reply) => {
+      reply.hijack();
+      exporter.getMetricsRequestHandler(request.raw, reply.raw);
+    });
+  }
   return { app, db };
 }

@@ -41,6 +41,8 @@ export interface AppConfig {
   adminToken: string | undefined;
   port: number;
   host: string;
+  /** Where the worker serves `/metrics` for Prometheus (`METRICS_PORT`, on HOST); unset = no endpoint. The web process serves its own on PORT. */
+  metricsPort?: number | undefined;
   /** Largest CSV upload, in bytes (413 above). */
   maxUploadBytes: number;
   /** The app's public base URL (`PUBLIC_URL`, https), for links in mail such as one-click unsubscribe. */
@@ -127,6 +129,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = appEnvironment()): AppConfig
     adminToken: env.ADMIN_TOKEN || undefined,
     port: positiveInt(env, "PORT", 3000, 0, 65535),
     host: env.HOST || "127.0.0.1",
+    metricsPort: env.METRICS_PORT ? positiveInt(env, "METRICS_PORT", 0, 1, 65535) : undefined,
     maxUploadBytes: positiveInt(env, "MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 1024 * 1024 * 1024),
     ...unsubscribeSettings(env),
     ...bounceSettings(env),

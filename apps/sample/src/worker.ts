@@ -7,6 +7,7 @@ import { openDatabase } from "./db.js";
 import { migrateApp } from "./migrate.js";
 import { createHandlers, mailHandler, QUEUES } from "./handlers.js";
 import { createLogger } from "./logging.js";
+import { startMetrics, type Metrics } from "./metrics.js";
 import { declareMailLimits } from "./mail-limits.js";
 import { uploadCleanup } from "./uploads.js";
 
@@ -51,6 +52,13 @@ log.info(
   { queues: Object.values(QUEUES), database: redactUrl(config.databaseUrl), schema: config.databaseSchema ?? null },
   `serving ${Object.values(QUEUES).join(", ")}`,
 );
+// Before the first job, so its counters start at the first run; the exporter's server does not
+// keep the process alive.
+let metrics: Metrics | undefined;
+if (config.metricsPort !== undefined) {
+  metrics = await startMetrics({ port: config.metricsPort, host: config.host });
+  log.info({ metricsPort: config.metricsPort }, `metrics at http://${config.host}:${config.metricsPort}/metrics`);
+}
 const uploads = uploadCleanup(db, config, log);
 await runWorker(handlers, {
   queue: Object.values(QUEUES),
@@ -72,5 +80,6 @@ await runWorker(handlers, {
 });
 // A pool's idle connections would keep the process alive.
 mail.close();
+await metrics?.shutdown();
 await db.close();
 log.info({}, "stopped");

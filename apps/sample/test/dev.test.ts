@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { APP_DIR } from "../src/config.js";
-import { waitFor } from "./support.js";
+import { freePort, waitFor } from "./support.js";
 
 function start(entry: string, env: NodeJS.ProcessEnv) {
   const clean: NodeJS.ProcessEnv = { ...process.env };
@@ -19,17 +19,6 @@ function start(entry: string, env: NodeJS.ProcessEnv) {
   for (const stream of [child.stdout, child.stderr]) stream.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return { child, exited, text: () => output };
-}
-
-/** A port nothing listens on (taken and given back at once). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.once("error", reject);
-  });
 }
 
 let dir: string;

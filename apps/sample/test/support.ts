@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { connect, migrate } from "@forge/jobs";
@@ -135,4 +136,15 @@ export function csvUpload(csv: string | Buffer, name = "contacts.csv", field = "
   const form = new FormData();
   form.append(field, new Blob([csv], { type: "text/csv" }), name);
   return form;
+}
+
+/** A port nothing listens on (taken and given back at once). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+    server.once("error", reject);
+  });
 }
