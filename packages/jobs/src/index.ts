@@ -20,6 +20,7 @@ export { listJobs, type ListJobsOptions, type JobListItem, type JobList } from "
 export { getJobAttempts, type JobAttempt } from "./reads/attempts.js";
 export { getJobSteps, type JobStep, type JobSteps } from "./reads/steps.js";
 export { listWorkers, type WorkerStatus, type ListWorkersOptions } from "./reads/workers.js";
+export { pauseQueue, resumeQueue } from "./maintenance/pause.js";
 export { observeQueueDepth } from "./reads/queue-metrics.js";
 export { setLimit, removeLimit, listLimits, type LimitSettings, type RateLimitSettings, type LimitStatus, type RateLimit } from "./flow/limits.js";
 export { setGroupWeight, listGroups, type GroupStatus } from "./flow/groups.js";

@@ -181,4 +181,6 @@ export interface QueueStatus {
   total: number;
   /** Age in seconds of the oldest ready job (how far behind the workers are), or null. */
   oldestReadyAge: number | null;
+  /** Paused by `pauseQueue`: workers start none of its jobs until `resumeQueue`. */
+  paused: boolean;
 }

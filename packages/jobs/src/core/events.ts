@@ -34,7 +34,7 @@ export interface WorkerEvents {
   "job:snoozed": RunEvent & { snoozeSeconds: number; snoozes: number };
   /** The handler slept (`ctx.sleep`, `ctx.sleepUntil`): back to pending until its wake time, its attempt given back. */
   "job:slept": RunEvent & { step: string };
-  /** Handed back without consuming an attempt (shutdown). */
+  /** Handed back without consuming an attempt (shutdown, or a buffered job of a queue paused meanwhile). */
   "job:released": RunEvent;
   /**
    * A claim held back pending jobs of these concurrency keys: at their concurrency limit or out

@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { countTriggers, minutesFrom, minuteTriggers } from "./mysql-counts.js";
@@ -263,4 +264,5 @@ export const mysqlMigrations: Migration[] = [
   runningWithoutLease("mysql"),
   operatorViews("mysql"),
   durableSteps("mysql"),
+  pausedQueues("mysql"),
 ];

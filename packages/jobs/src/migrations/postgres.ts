@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { historyCounts } from "./history-counts.js";
@@ -236,4 +237,5 @@ export const postgresMigrations: Migration[] = [
   runningWithoutLease("postgres"),
   operatorViews("postgres"),
   durableSteps("postgres"),
+  pausedQueues("postgres"),
 ];

@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
 import { historyCounts } from "./history-counts.js";
@@ -262,4 +263,5 @@ export const sqliteMigrations: Migration[] = [
   runningWithoutLease("sqlite"),
   operatorViews("sqlite"),
   durableSteps("sqlite"),
+  pausedQueues("sqlite"),
 ];

@@ -7,6 +7,7 @@ import type { Job, QueueStatus } from "../base/types.js";
 import { DEFAULT_QUEUE, type QueueReadOptions, type ReadOptions } from "../core/options.js";
 import { QUEUE_READ_OPTION_KEYS, READ_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { checkJobId, checkName, checkTenant } from "../base/validate.js";
+import { readPausedQueues } from "../maintenance/pause.js";
 
 export type { ReadOptions } from "../core/options.js";
 
@@ -51,7 +52,8 @@ export async function pendingCount(options: QueueReadOptions = {}): Promise<numb
  * Per-queue counters, read in a read-only transaction: a diagnostic never changes what it
  * looks at. Pending and running are counted over the live rows; done, failed and cancelled
  * come from counts kept by triggers (see countsQuery), so the read costs the same with ten
- * million finished jobs in the table as with none.
+ * million finished jobs in the table as with none. A paused queue (pauseQueue) is listed even
+ * with no jobs, marked `paused`.
  */
 export async function statusCounts(options: QueueReadOptions = {}): Promise<QueueStatus[]> {
   checkOptions(options, QUEUE_READ_OPTION_KEYS, "statusCounts");
@@ -60,20 +62,22 @@ export async function statusCounts(options: QueueReadOptions = {}): Promise<Queu
   const tenant = checkTenant(options.tenant, "tenant", EVERY_TENANT);
   const { sql, params } = countsQuery(db, { queue, tenant });
   const rows = await db.executor.transaction(async (tx) => (await tx.query<CountRow>(sql, params)).rows, { readOnly: true });
-  return summarise(rows, queue);
+  return summarise(rows, queue, await readPausedQueues(db));
 }
 
-function summarise(rows: CountRow[], queue: string | null): QueueStatus[] {
+function summarise(rows: CountRow[], queue: string | null, paused: ReadonlySet<string>): QueueStatus[] {
   const byQueue = new Map<string, QueueStatus>();
   const entry = (name: string): QueueStatus => {
     let status = byQueue.get(name);
     if (!status) {
-      status = { queue: name, counts: { pending: 0, running: 0, failed: 0, done: 0, cancelled: 0, waiting: 0 }, ready: 0, total: 0, oldestReadyAge: null };
+      const counts = { pending: 0, running: 0, failed: 0, done: 0, cancelled: 0, waiting: 0 };
+      status = { queue: name, counts, ready: 0, total: 0, oldestReadyAge: null, paused: paused.has(name) };
       byQueue.set(name, status);
     }
     return status;
   };
   if (queue !== null) entry(queue);
+  else for (const name of paused) entry(name);
   for (const row of rows) {
     const status = entry(row.queue);
     const n = Number(row.n);

@@ -2,7 +2,7 @@ import { loseJob } from "../base/abort.js";
 import type { Handlers } from "../base/types.js";
 import type { ClaimedJob } from "../run/claim.js";
 import { runHandler } from "../run/execute.js";
-import { settle, type RunDeps, type SettleWrites } from "../run/settle.js";
+import { handBack, settle, type RunDeps, type SettleWrites } from "../run/settle.js";
 import type { ClaimPlan } from "./claim-plan.js";
 import { moveRun, newRun, type Run, type RunState } from "./run.js";
 import { StartWrites, type StartAnswers } from "./start-writes.js";
@@ -13,6 +13,8 @@ export interface RunsOptions {
   handlers: Handlers;
   writes: SettleWrites;
   plan: ClaimPlan;
+  /** The worker's queues paused as last read: their buffered runs are handed back, never started. */
+  paused(): ReadonlySet<string>;
   /** A slot may be free (a handler returned, a start write landed): the claim loop may have something to do. */
   slotsMayBeFree(): void;
   /** A write that ended a run landed where that makes jobs claimable (fair mode, a snooze): claim again now. */
@@ -74,11 +76,25 @@ export class WorkerRuns {
 
   /** buffered → starting for up to `idle` free slots, in one start write; running when it answers. */
   startInto(idle: number, stopping: () => boolean): void {
+    this.handBackPaused();
     const free = idle - this.count.starting;
     if (free <= 0 || this.buffered.length === 0 || !this.starts.open) return;
     const runs = this.buffered.splice(0, free);
     for (const run of runs) this.move(run, "starting");
     this.starts.send(runs, this.answers(stopping));
+  }
+
+  /** Buffered runs of a queue paused since their claim: handed back unstarted (their attempt never counted). */
+  private handBackPaused(): void {
+    const paused = this.o.paused();
+    if (paused.size === 0 || this.buffered.length === 0) return;
+    for (const run of this.buffered.filter((r) => paused.has(r.job.queue))) {
+      this.buffered.splice(this.buffered.indexOf(run), 1);
+      this.end(run);
+      const back = handBack(run.job, run.info, this.o.run, this.o.writes).catch((error: unknown) => this.o.onError(error, "handing back a job"));
+      this.finishing.add(back);
+      void back.finally(() => this.finishing.delete(back));
+    }
   }
 
   /** Every claim whose lease the keeper extends: buffered, running, and successes not yet written. */

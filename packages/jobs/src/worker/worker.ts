@@ -19,6 +19,7 @@ import { Waker } from "./waker.js";
 import { upgradeInBackground } from "./background-upgrade.js";
 import { WorkerRegistry } from "./registry.js";
 import { Wakeups } from "./wakeups.js";
+import { PausedQueues } from "./paused.js";
 import { workerSettings, type WorkerOptions, type WorkerSettings } from "./worker-options.js";
 
 export type { WorkerOptions } from "./worker-options.js";
@@ -58,6 +59,7 @@ export class Worker {
   private readonly completions: Batcher<Completion, boolean>;
   private readonly wakeups: Wakeups;
   private readonly runs: WorkerRuns;
+  private readonly paused: PausedQueues;
   private readonly timers: NodeJS.Timeout[] = [];
   private mayHaveWork = true;
   private idleAnnounced = false;
@@ -100,11 +102,13 @@ export class Worker {
           giveUp: (failures) => this.state !== "running" && failures >= WRITES_WHEN_STOPPING,
         }),
     };
+    this.paused = new PausedQueues(this.db, this.settings.queues, this.settings.pollMs, (error) => this.error(error, "reading paused queues"));
     this.runs = new WorkerRuns({
       run: this.deps,
       handlers: this.handlers,
       writes: this.writes,
       plan: this.plan,
+      paused: () => this.paused.paused,
       slotsMayBeFree: () => this.slotsMayBeFree(),
       mayHaveWork: () => {
         this.mayHaveWork = true;
@@ -118,6 +122,7 @@ export class Worker {
     this.wakeups = new Wakeups(
       this.db,
       (queue) => {
+        if (queue === null) this.paused.expire();
         if (queue === null || this.settings.queues.includes(queue)) {
           this.mayHaveWork = true;
           this.waker.wake();
@@ -168,9 +173,10 @@ export class Worker {
   }
 
   private async loop(): Promise<void> {
-    const { concurrency, queues, lease } = this.settings;
+    const { concurrency, lease } = this.settings;
     let failures = 0;
     while (this.state === "running") {
+      if (this.paused.due && (await this.paused.refresh())) this.mayHaveWork = true;
       this.fill();
       const size = this.plan.size();
       const held = this.runs.running + this.runs.held;
@@ -178,7 +184,7 @@ export class Worker {
       this.awaitingWrites = capacity < size - held;
       // Claim in batches: wait until half the room is free, unless slots would sit idle.
       const worthIt = capacity >= Math.max(1, Math.ceil(size / 2)) || (this.runs.waiting === 0 && capacity > 0);
-      if (this.mayHaveWork && worthIt) {
+      if (this.mayHaveWork && worthIt && this.paused.claimable.length > 0) {
         try {
           // Free slots start their jobs with the claim; the rest wait unstarted (see start.ts).
           this.claiming = true;
@@ -186,7 +192,7 @@ export class Worker {
           // committed after its statement read the table) must survive an empty answer.
           this.mayHaveWork = false;
           const claimed = await this.plan
-            .claim(this.db, { queues, lease, workerId: this.id }, capacity, Math.max(0, concurrency - held))
+            .claim(this.db, { queues: this.paused.claimable, lease, workerId: this.id }, capacity, Math.max(0, concurrency - held))
             .finally(() => (this.claiming = false));
           const jobs = claimed.jobs;
           failures = 0;
