@@ -103,7 +103,7 @@ export async function status(p: Parsed, io: Io): Promise<void> {
   const read = async () => {
     const statuses = await statusCounts({ db, ...(queue ? { queue } : {}) });
     // Queues exist only through their jobs: a name with none is most likely a typo.
-    if (queue && statuses.every((s) => s.total === 0)) {
+    if (queue && statuses.every((s) => s.total === 0 && !s.paused)) {
       const known = (await statusCounts({ db })).map((s) => s.queue);
       throw new ProblemsFound(`no job has ever been in queue ${JSON.stringify(queue)}; queues with jobs: ${known.length > 0 ? known.join(", ") : "none"}`);
     }

@@ -3,6 +3,7 @@ import { JobError } from "../base/errors.js";
 import { doctor, init, runMigrate, runPrune, runReclaim, runWorkerCommand, status, type Io, type Parsed } from "./commands.js";
 import { groupsCommand, limitsCommand } from "./flow.js";
 import { schedulesCommand } from "./schedules.js";
+import { queuesCommand } from "./queues.js";
 import { cancelCommand, listCommand, retryCommand, showCommand } from "./jobs.js";
 import { historyCommand } from "./history.js";
 import { upgradeCommand } from "./upgrade.js";
@@ -56,6 +57,7 @@ const COMMANDS = {
   },
   groups: { run: groupsCommand, options: { json: { type: "boolean" } } },
   schedules: { run: schedulesCommand, options: { json: { type: "boolean" } } },
+  queues: { run: queuesCommand, options: { json: { type: "boolean" } } },
   list: { run: listCommand, options: { ...FILTERS, limit: { type: "string" }, before: { type: "string" }, json: { type: "boolean" } } },
   show: { run: showCommand, options: { tenant: { type: "string" } } },
   retry: { run: retryCommand, options: { ...FILTERS, yes: { type: "boolean" } } },
@@ -63,7 +65,7 @@ const COMMANDS = {
 } as const;
 
 /** Commands that take words after their name: a module path, or an action and its arguments. */
-const POSITIONAL = new Set(["worker", "limits", "groups", "schedules", "show", "retry", "cancel"]);
+const POSITIONAL = new Set(["worker", "limits", "groups", "schedules", "queues", "show", "retry", "cancel"]);
 
 /** Runs the CLI; returns the exit code (0 ok, 1 problems or a failure, 2 a usage error). */
 export async function main(argv: string[], io: Io): Promise<number> {

@@ -14,9 +14,14 @@ export function renderTable(columns: readonly string[], rows: readonly (readonly
 /** The status table. */
 export function renderStatus(statuses: QueueStatus[]): string {
   if (statuses.length === 0) return "no jobs yet\n";
+  // STATE only when a queue is paused, and last: scripts that read the columns by position keep working.
+  const state = statuses.some((s) => s.paused);
   return renderTable(
     // WAITING (on dependencies or a batch) last: scripts that read the columns by position keep working.
-    ["QUEUE", "PENDING", "RUNNING", "FAILED", "DONE", "READY", "WAITING"],
-    statuses.map((s) => [s.queue, s.counts.pending, s.counts.running, s.counts.failed, s.counts.done, s.ready, s.counts.waiting].map(String)),
+    ["QUEUE", "PENDING", "RUNNING", "FAILED", "DONE", "READY", "WAITING", ...(state ? ["STATE"] : [])],
+    statuses.map((s) => [
+      ...[s.queue, s.counts.pending, s.counts.running, s.counts.failed, s.counts.done, s.ready, s.counts.waiting].map(String),
+      ...(state ? [s.paused ? "paused" : "active"] : []),
+    ]),
   );
 }

@@ -28,6 +28,7 @@ Commands:
   limits    list, set or remove concurrency and rate limits per key
   groups    list fair-share groups, or set a group's weight
   schedules list recurring schedules; pause, resume or trigger one
+  queues    list queues and whether each is paused; pause or resume one
   list      jobs by queue, status, task, tenant or age, newest first, a page at a time
   show      one job, whole: payload, progress, result, attempts, last error, timings
   retry     put a failed (or cancelled) job back, or every job a filter matches (--yes)
@@ -49,7 +50,8 @@ retry backoff is PENDING but not READY. WAITING: jobs waiting on their dependenc
 (dependsOn) or a batch's callback waiting on its items; not PENDING. Under the queues, when there are any: the limits
 (running and throttled jobs per limit, as forge-jobs limits list) and the fair-share groups
 (ready, running, wait p50/p95 over the last 5 minutes, as forge-jobs groups list); these span
-every queue. --json prints the queues only. Read-only: it changes nothing.
+every queue. STATE (active or paused) is added when a queue is paused (forge-jobs queues pause).
+--json prints the queues only, each with "paused". Read-only: it changes nothing.
   --queue <name>     one queue only
   --json             machine-readable output
   --watch [seconds]  redraw every N seconds (default 2, at least 0.5) until Ctrl-C; the screen
@@ -118,6 +120,18 @@ syncSchedules()); workers enqueue their runs.
   pause                no more runs until resumed; its runs still pending are cancelled
   resume               runs again from its next slot after now (slots missed while paused do not run)
   trigger              enqueue one run now, whatever the cron
+  --json               list as JSON${COMMON_OPTIONS}`,
+  queues: `Usage: forge-jobs queues [list] [--json]
+       forge-jobs queues pause <queue>
+       forge-jobs queues resume <queue>
+
+Queues exist by their name: one with jobs, or one paused. A paused queue keeps its jobs and
+takes new ones; no worker starts any of them until it is resumed (within one poll interval,
+at once where workers are woken); jobs already running finish. The pause is stored in the
+database: it outlives restarts.
+  list                 QUEUE STATE PENDING RUNNING READY (read-only)
+  pause                no worker starts another job of the queue (pausing twice is fine)
+  resume               workers take the queue's jobs again
   --json               list as JSON${COMMON_OPTIONS}`,
   prune: `Usage: forge-jobs prune --older-than <duration> [--status done,failed,cancelled] [--batch-size N]
 
