@@ -77,4 +77,4 @@ export { fromQuery } from "./core/connect.js";
 export type { QuerySource, QueryAnswer } from "./db/query-executor.js";
 export { checkpointIn } from "./run/checkpoint-in.js";
 export { enqueueBatch, type EnqueueBatchOptions, type BatchCallback, type EnqueuedBatch } from "./enqueue/batch-enqueue.js";
-export type { DependencyFailurePolicy, ThrottleWindow, JobDefaults, QueueJobDefaults } from "./core/options.js";
+export type { DependencyFailurePolicy, ThrottleWindow, DebounceWindow, JobDefaults, QueueJobDefaults } from "./core/options.js";

@@ -39,6 +39,7 @@ const JOB_KEYS: Record<keyof JobOptions, true> = {
   idempotencyKey: true,
   dedupKey: true,
   throttle: true,
+  debounce: true,
   tenant: true,
   group: true,
   concurrencyKey: true,

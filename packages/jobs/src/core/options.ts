@@ -67,6 +67,8 @@ export interface JobOptions {
   dedupKey?: string;
   /** At most one job per key per fixed window of the database clock; later enqueues in the window get its id. See `ThrottleWindow`. */
   throttle?: ThrottleWindow;
+  /** One pending job per key whose start each enqueue pushes back and whose payload it replaces. `enqueue` only. See `DebounceWindow`. */
+  debounce?: DebounceWindow;
   /**
    * Owner of the job (an organisation id): tenant-scoped reads never see other tenants' jobs.
    * Leave it out for a job without a tenant; an empty or non-string tenant is a JobError.
@@ -102,6 +104,20 @@ export interface JobOptions {
 export interface ThrottleWindow {
   key: string;
   seconds: number;
+}
+
+/**
+ * The `debounce` option: while the key's job is pending and has not started, an enqueue with
+ * the key replaces its payload and moves its start to `seconds` from now (database clock), but
+ * never later than `maxWait` seconds after the job was first enqueued; it returns that job's id.
+ * Once the job has started (or ended), the next enqueue makes a new job. `key` is 1–255
+ * characters; `seconds` and `maxWait` are numbers > 0. Only with `enqueue`, and not with
+ * `idempotencyKey`, `dedupKey`, `throttle`, `availableIn` or `dependsOn`.
+ */
+export interface DebounceWindow {
+  key: string;
+  seconds: number;
+  maxWait?: number;
 }
 
 /** See `JobOptions.onDependencyFailure`. */

@@ -7,6 +7,7 @@ import { findExisting, snapshotError, yieldToEndedKeys } from "./key-conflicts.j
 import { insertFlow, type InsertJobs } from "../dependencies/flow-enqueue.js";
 import { readFlowPlan } from "../dependencies/flow-spec.js";
 import { keyThrottledJobs } from "./throttle.js";
+import { enqueueDebounced } from "./debounce.js";
 import { hasKey, isItemShaped, prepareJob, type InsertedRow, type NewJob } from "./new-job.js";
 import { DEFAULT_QUEUE, type EnqueueManyItem, type EnqueueManyOptions, type EnqueueOptions } from "../core/options.js";
 import { ENQUEUE_ITEM_KEYS, ENQUEUE_MANY_OPTION_KEYS, ENQUEUE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
@@ -43,9 +44,10 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
   if (job.throttle !== null) await keyThrottledJobs(db, [job]);
   const plan = readFlowPlan([options], ownField);
-  const [id] = await withEnqueueSpan(job.task, job.queue, 1, (trace) =>
-    plan ? insertFlow(db, [traced(job, trace)], plan, inserter(db), ownField) : insertOne(db, traced(job, trace)),
-  );
+  const [id] = await withEnqueueSpan(job.task, job.queue, 1, async (trace) => {
+    if (job.debounce !== null) return [await enqueueDebounced(db, traced(job, trace), async (tx) => (await insertJobs(db, tx, [job], ownField))[0] as number)];
+    return plan ? insertFlow(db, [traced(job, trace)], plan, inserter(db), ownField) : insertOne(db, traced(job, trace));
+  });
   wakeLocalWorkers(db, [job]);
   countEnqueued([job]);
   return id as number;

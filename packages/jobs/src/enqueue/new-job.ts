@@ -16,6 +16,7 @@ import {
   SCHEDULER_ENQUEUE,
 } from "../base/validate.js";
 import { checkThrottle, type ThrottledJob } from "./throttle.js";
+import { checkDebounce, firstDelay, type DebouncedJob } from "./debounce.js";
 
 /** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
@@ -38,6 +39,8 @@ export interface NewJob {
   dedupKey: string | null;
   /** The `throttle` option; keyThrottledJobs turns it into the idempotency key before the insert. */
   throttle: ThrottledJob["throttle"];
+  /** The `debounce` option; such a job is enqueued by enqueueDebounced, its delay the window's first. */
+  debounce: DebouncedJob["debounce"];
   /** JSON of the enqueuing span's context (OpenTelemetry), or null. */
   trace: string | null;
   /** The fair-share group ('' for none): the `group` option, else the tenant. */
@@ -117,6 +120,7 @@ export function prepareJob(
   }
   const name = checkedName(task, () => field("task"));
   const queue = options.queue === undefined ? defaultQueue : checkedName(options.queue, () => field("queue"));
+  const debounce = options.debounce === undefined ? null : checkDebounce(options, field, where);
   return {
     task: name,
     queue,
@@ -126,11 +130,17 @@ export function prepareJob(
       options.maxAttempts === undefined
         ? defaultMaxAttempts(settings.jobDefaults, queue)
         : checkInteger(options.maxAttempts, field("maxAttempts"), 1, MAX_MAX_ATTEMPTS),
-    delay: options.availableIn === undefined ? DEFAULT_AVAILABLE_IN : checkDelay(options.availableIn, field("availableIn")),
+    delay:
+      debounce !== null
+        ? firstDelay(debounce)
+        : options.availableIn === undefined
+          ? DEFAULT_AVAILABLE_IN
+          : checkDelay(options.availableIn, field("availableIn")),
     tenant,
     idempotencyKey: options.idempotencyKey == null ? null : checkJobKey(options.idempotencyKey, field("idempotencyKey"), scheduler),
     dedupKey: options.dedupKey == null ? null : checkJobKey(options.dedupKey, field("dedupKey"), scheduler),
     throttle: options.throttle === undefined ? null : checkThrottle(options, field),
+    debounce,
     trace: null,
     group: group === "" ? (tenant ?? "") : group,
     concurrencyKey: options.concurrencyKey === undefined ? "" : checkFlowKey(options.concurrencyKey, field("concurrencyKey")),

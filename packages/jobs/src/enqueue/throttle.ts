@@ -56,16 +56,18 @@ export function checkThrottle(options: JobOptions, field: (name: string) => stri
   // Length, NUL and broken UTF-16, as every key column is checked.
   checkOptionalKey(key, `${name}.key`, MAX_THROTTLE_KEY_LENGTH);
   const window = { key, seconds: checkInteger(seconds, `${name}.seconds`, 1, MAX_THROTTLE_SECONDS) };
-  for (const other of ["idempotencyKey", "dedupKey"] as const) {
+  refuseWith(options, ["idempotencyKey", "dedupKey"], name, field, "a throttled job's idempotency key is its window's");
+  return window;
+}
+
+/** A JobError when one of `others` is given beside the option `name`: `why` says why they exclude each other. */
+export function refuseWith(options: JobOptions, others: readonly (keyof JobOptions)[], name: string, field: (name: string) => string, why: string): void {
+  for (const other of others) {
     const given = options[other];
     if (given !== undefined && given !== null && given !== "") {
-      throw new JobError(
-        `${name} cannot be combined with ${field(other)}: a throttled job's idempotency key is its window's; drop one of the two`,
-        field(other),
-      );
+      throw new JobError(`${name} cannot be combined with ${field(other)}: ${why}; drop one of the two`, field(other));
     }
   }
-  return window;
 }
 
 /** Seconds since the epoch by the database clock, as the throttle windows count them. */

@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
@@ -265,4 +266,5 @@ export const mysqlMigrations: Migration[] = [
   operatorViews("mysql"),
   durableSteps("mysql"),
   pausedQueues("mysql"),
+  debounceKeys("mysql"),
 ];

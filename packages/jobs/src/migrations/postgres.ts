@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
@@ -238,4 +239,5 @@ export const postgresMigrations: Migration[] = [
   operatorViews("postgres"),
   durableSteps("postgres"),
   pausedQueues("postgres"),
+  debounceKeys("postgres"),
 ];

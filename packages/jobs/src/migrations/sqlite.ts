@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
 import { liveJobsOnly } from "./history-store.js";
@@ -264,4 +265,5 @@ export const sqliteMigrations: Migration[] = [
   operatorViews("sqlite"),
   durableSteps("sqlite"),
   pausedQueues("sqlite"),
+  debounceKeys("sqlite"),
 ];
