@@ -59,6 +59,7 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
               "jobs_attempts",
               "jobs_batches",
               "jobs_counts",
+              "jobs_debounce",
               "jobs_dependencies",
               "jobs_groups",
               "jobs_history",
