@@ -15,6 +15,7 @@ import { readSearch, searchCondition } from "./search.js";
 import { getJob, statusCounts } from "../reads/status.js";
 import { checkTenant } from "../base/validate.js";
 import { actOnSchedule, schedulesOverview } from "./schedules.js";
+import { actOnQueue } from "./queues.js";
 import { Csrf } from "./csrf.js";
 import { checkedForm, methodNotAllowed, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
 import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";
@@ -57,6 +58,7 @@ const ACTION = /^\/jobs\/([1-9]\d{0,14})\/(retry|cancel)$/;
 const JOB_PAGE = /^\/jobs\/([1-9]\d{0,14})$/;
 const BULK = /^\/bulk\/(retry|cancel)$/;
 const SCHEDULE_ACTION = /^\/schedules\/([^/]+)\/(pause|resume|trigger)$/;
+const QUEUE_ACTION = /^\/queues\/([^/]+)\/(pause|resume)$/;
 /** Where a form may send the browser back to, under the dashboard: a job's page or a filtered list. */
 const BACK = /^\/jobs(?:\/[1-9]\d{0,14}|\?[A-Za-z0-9%=&._~+*-]*)?$/;
 
@@ -120,6 +122,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       listLimit,
       lostWorkers: lostWorkerIds(workers),
       workersLink: scope === null,
+      queueForms: scope === null,
       ...(notice ? { notice } : {}),
       // Waiting jobs and open batches span tenants: a tenant-scoped dashboard leaves them out.
       waits: scope === null ? await waitsOverview(reads) : null,
@@ -251,6 +254,12 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
       const name = safeDecode(scheduleMatch[1]!);
       if (name === null) return sendError(res, 404, "Not Found", "No such page.");
       return act(req, res, name, scheduleMatch[2]!);
+    }
+    const queueMatch = scope === null ? QUEUE_ACTION.exec(rest) : null;
+    if (queueMatch) {
+      const name = req.method === "POST" ? safeDecode(queueMatch[1]!) : null;
+      if (name === null) return req.method === "POST" ? sendError(res, 404, "Not Found", "No such page.") : methodNotAllowed(res, "POST");
+      return actOnQueue(req, res, { db, csrf, basePath }, name, queueMatch[2] as "pause" | "resume");
     }
     return sendError(res, 404, "Not Found", "No such page.");
   }

@@ -13,6 +13,9 @@ export type Notice =
   | "schedule-resumed"
   | "schedule-triggered"
   | "schedule-missing"
+  | "queue-paused"
+  | "queue-already-paused"
+  | "queue-resumed"
   | "bulk-retried"
   | "bulk-cancelled"
   | "selected-retried"
@@ -33,6 +36,9 @@ export const NOTICES: readonly Notice[] = [
   "schedule-resumed",
   "schedule-triggered",
   "schedule-missing",
+  "queue-paused",
+  "queue-already-paused",
+  "queue-resumed",
 ];
 
 /** The ids a selection action left alone, as a notice names them. */
@@ -62,4 +68,7 @@ export const NOTICE_TEXT: Record<Notice, (id: number, of: number, refused: reado
   "schedule-resumed": () => "The schedule is resumed from its next slot.",
   "schedule-triggered": (id) => `Job #${id} is enqueued: one run of the schedule, now.`,
   "schedule-missing": () => "No such schedule: it was removed meanwhile.",
+  "queue-paused": () => "The queue is paused: its running jobs finish, and no worker starts another of its jobs until it is resumed.",
+  "queue-already-paused": () => "The queue was already paused.",
+  "queue-resumed": () => "The queue is resumed: workers take its jobs again.",
 };

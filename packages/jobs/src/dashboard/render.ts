@@ -6,6 +6,7 @@ import { flowSections } from "./flow.js";
 import { withoutServerPaths } from "./paths.js";
 import type { ScheduleStatus } from "../schedules/schedules.js";
 import { schedulesSection } from "./schedules.js";
+import { queueStateCells, type QueueForms } from "./queues.js";
 import { waitsSection, type WaitsOverview } from "./waits.js";
 import { NOTICE_TEXT, type Notice } from "./notices.js";
 import { lostWorkerNote } from "./stamps.js";
@@ -30,6 +31,8 @@ export interface PageModel {
   listLimit: number;
   /** Workers silent past their lease (reads/workers.ts): their running jobs say so. */
   lostWorkers?: ReadonlySet<string>;
+  /** Pause / resume forms per queue (not on a tenant-scoped dashboard: a pause is the whole queue's). */
+  queueForms?: boolean;
   /** Link the workers page (not on a tenant-scoped dashboard: workers serve every tenant). */
   workersLink?: boolean;
   notice?: { kind: Notice; job: number; of?: number; refused?: number[] };
@@ -99,11 +102,11 @@ function count(n: number, kind: string, alarm = false): Html {
   return html`<td class="n${n === 0 ? " zero" : alarm ? " bad" : ""}" data-count="${kind}">${n}</td>`;
 }
 
-function queuesTable(queues: QueueStatus[], activity: RecentActivity | null, basePath: string): Html {
+function queuesTable(queues: QueueStatus[], activity: RecentActivity | null, basePath: string, forms: QueueForms | null): Html {
   if (queues.length === 0) return html`<p class="empty">No jobs yet.</p>`;
-  return html`<table id="queues"><thead><tr><th>Queue</th><th class="n">PENDING</th><th class="n">WAITING</th><th class="n">RUNNING</th><th class="n">FAILED</th><th class="n">DONE</th><th class="n">READY</th><th class="n">Oldest ready</th><th class="n">Wait p50</th><th class="n">Wait p95</th></tr></thead><tbody>${queues.map(
+  return html`<table id="queues"><thead><tr><th>Queue</th><th class="n">PENDING</th><th class="n">WAITING</th><th class="n">RUNNING</th><th class="n">FAILED</th><th class="n">DONE</th><th class="n">READY</th><th class="n">Oldest ready</th><th class="n">Wait p50</th><th class="n">Wait p95</th><th>State</th>${forms ? html`<th></th>` : ""}</tr></thead><tbody>${queues.map(
     (q) =>
-      html`<tr data-queue="${q.queue}"><td><a href="${basePath}/jobs?queue=${encodeURIComponent(q.queue)}">${q.queue}</a></td>${count(q.counts.pending, "pending")}${count(q.counts.waiting, "waiting")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}<td class="n" data-age>${formatAge(q.oldestReadyAge)}</td>${waitCells(activity?.waits.get(q.queue))}</tr>`,
+      html`<tr data-queue="${q.queue}"><td><a href="${basePath}/jobs?queue=${encodeURIComponent(q.queue)}">${q.queue}</a></td>${count(q.counts.pending, "pending")}${count(q.counts.waiting, "waiting")}${count(q.counts.running, "running")}${count(q.counts.failed, "failed", true)}${count(q.counts.done, "done")}${count(q.ready, "ready")}<td class="n" data-age>${formatAge(q.oldestReadyAge)}</td>${waitCells(activity?.waits.get(q.queue))}${queueStateCells(q, forms)}</tr>`,
   )}</tbody></table>`;
 }
 
@@ -170,7 +173,7 @@ export function renderPage(model: PageModel): string {
 <title>${model.title}</title><style>${STYLE}</style></head>
 <body><header><h1>${model.title}</h1><p>${model.refreshSeconds > 0 ? `Refreshes every ${model.refreshSeconds} s · ` : ""}generated ${now.toISOString()}${model.workersLink ? html` · <a class="back" href="${model.basePath}/workers">Workers</a>` : ""} · <a class="back" href="${model.basePath}/jobs">Jobs</a></p></header>
 <main>${notice}
-<section><h2>Queues</h2>${queuesTable(model.queues, model.activity, model.basePath)}</section>
+<section><h2>Queues</h2>${queuesTable(model.queues, model.activity, model.basePath, model.queueForms ? model : null)}</section>
 ${activitySection(model.queues, model.activity)}
 ${flowSections(model.flow)}
 ${schedulesSection(model.schedules, model)}
