@@ -1,8 +1,9 @@
 /**
  * What counting triggers cost the hot path on PostgreSQL: the same processing run (runWorker,
  * concurrency 10, no-op jobs) on one schema with the triggers and with them dropped,
- * alternating, medians of the rounds. `tsx src/ab-triggers.ts [jobs] [rounds] [counts|minutes]`:
- * the finished-job counts (migration 7, the default) or the chart's per-minute counts (migration 10).
+ * alternating, medians of the rounds. `tsx src/ab-triggers.ts [jobs] [rounds] [counts|minutes|awaited]`:
+ * the finished-job counts (migration 7, the default), the chart's per-minute counts (migration 10),
+ * or waitForJob's trigger on ended awaited jobs (migration 23, `awaited`).
  */
 import { PG_URL } from "./lib/env.js";
 import { adminClient } from "./lib/metrics.js";
@@ -22,9 +23,13 @@ for (const [k, s] of Object.entries(systems)) {
   await admin.query(`DROP SCHEMA IF EXISTS ${schemas[k as keyof typeof schemas]} CASCADE`);
   await s.prepare();
 }
-const which = process.argv[4] === "minutes" ? "minute" : "count";
-for (const name of ["insert", "update", "delete", "truncate"].map((op) => `jobs_${which}_${op}`)) {
-  await admin.query(`DROP TRIGGER ${name} ON ${systems.without.table}`);
+const mode = process.argv[4];
+const which = mode === "minutes" ? "minute" : "count";
+// `awaited`: waitForJob's NOTIFY trigger on history (migration 23), whose WHEN is false for every job here.
+const dropped = mode === "awaited" ? ["jobs_awaited_ended"] : ["insert", "update", "delete", "truncate"].map((op) => `jobs_${which}_${op}`);
+const on = mode === "awaited" ? `${schemas.without}.jobs_history` : systems.without.table;
+for (const name of dropped) {
+  await admin.query(`DROP TRIGGER ${name} ON ${on}`);
 }
 const rates: Record<string, number[]> = { with: [], without: [] };
 for (let r = 0; r < rounds; r++) {

@@ -19,6 +19,7 @@ export { handler } from "./base/handlers.js";
 export { listJobs, type ListJobsOptions, type JobListItem, type JobList } from "./reads/list.js";
 export { getJobAttempts, type JobAttempt } from "./reads/attempts.js";
 export { getJobSteps, type JobStep, type JobSteps } from "./reads/steps.js";
+export { waitForJob, JobWaitTimeoutError, type WaitForJobOptions } from "./reads/wait-for-job.js";
 export { listWorkers, type WorkerStatus, type ListWorkersOptions } from "./reads/workers.js";
 export { pauseQueue, resumeQueue } from "./maintenance/pause.js";
 export { observeQueueDepth } from "./reads/queue-metrics.js";

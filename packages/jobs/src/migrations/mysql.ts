@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { awaitedAndProgress } from "./progress.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
@@ -267,4 +268,5 @@ export const mysqlMigrations: Migration[] = [
   durableSteps("mysql"),
   pausedQueues("mysql"),
   debounceKeys("mysql"),
+  awaitedAndProgress("mysql"),
 ];

@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { awaitedAndProgress } from "./progress.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
@@ -240,4 +241,5 @@ export const postgresMigrations: Migration[] = [
   durableSteps("postgres"),
   pausedQueues("postgres"),
   debounceKeys("postgres"),
+  awaitedAndProgress("postgres"),
 ];

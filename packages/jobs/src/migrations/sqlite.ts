@@ -1,5 +1,6 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
+import { awaitedAndProgress } from "./progress.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
@@ -266,4 +267,5 @@ export const sqliteMigrations: Migration[] = [
   durableSteps("sqlite"),
   pausedQueues("sqlite"),
   debounceKeys("sqlite"),
+  awaitedAndProgress("sqlite"),
 ];

@@ -4,6 +4,7 @@ import { STORED_COLUMNS, type StoredColumn } from "../core/job-row.js";
 import { ensureDays } from "../maintenance/partitions.js";
 import { isMissingPartition } from "../core/sql-errors.js";
 import { isHistoryIdTaken, mendReusedIds } from "./reused-ids.js";
+import { announceEnded } from "./end-wakeups.js";
 
 /**
  * One place per job: the live table (`db.table`) holds the jobs that can still run (pending,
@@ -84,7 +85,7 @@ export async function whileEnding<T>(db: JobsDatabase, write: () => Promise<T>):
   const ready = historyReady(db);
   if (ready) await ready;
   try {
-    return await write();
+    return ended(db, await write());
   } catch (error) {
     if (isMissingPartition(error)) readiness.delete(db);
     if (!isHistoryIdTaken(db, error)) throw error;
@@ -92,5 +93,11 @@ export async function whileEnding<T>(db: JobsDatabase, write: () => Promise<T>):
   // The write rolled back; once the ids are mended it can only meet the same refusal again if
   // another restart came in between, which its caller retries as any other error.
   await mendReusedIds(db);
-  return write();
+  return ended(db, await write());
+}
+
+/** Passes a finished ending write's value through, telling this process's waitForJob calls. */
+function ended<T>(db: JobsDatabase, value: T): T {
+  announceEnded(db);
+  return value;
 }
