@@ -214,7 +214,8 @@ describe.skipIf(!hasReference)("schema parity (audit 13.6)", () => {
     expect(pg.get("column status")).toBe("text NOT NULL DEFAULT 'pending'");
     expect(pg.get("column run_at")).toBe("timestamp with time zone NOT NULL DEFAULT now");
     expect(pg.get("primary key")).toBe("(id)");
-    expect(pg.get("index jobs_claim_plain")).toBe("(queue, priority DESC, id) WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''");
+    expect(pg.get("index jobs_claim_plain")).toBe("(queue, priority DESC, id) WHERE status = 'pending' AND group_key = '' AND concurrency_key = '' AND due");
+    expect(pg.get("index jobs_scheduled")).toBe("(run_at) WHERE status = 'pending' AND group_key = '' AND concurrency_key = '' AND NOT due");
     expect(pg.get("index jobs_dedup_key_active")).toBe("UNIQUE (dedup_key) WHERE dedup_key IS NOT NULL AND status IN 'pending', 'running'");
     expect(pg.get("check status")).toBe("status IN 'pending', 'running', 'done', 'failed', 'cancelled', 'waiting'");
     expect(pg.get("check max_attempts")).toBe("max_attempts >= 1");

@@ -220,6 +220,7 @@ export const STORED_COLUMNS = [
   "on_dependency_failure",
   "has_dependents",
   "batch_id",
+  "due",
   "awaited",
 ] as const;
 

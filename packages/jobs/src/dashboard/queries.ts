@@ -28,7 +28,7 @@ export interface JobSummary {
 
 // Named columns, one status, newest first, a bounded LIMIT: the same text runs on
 // PostgreSQL, SQLite and MariaDB (the executor rewrites `$1` for the latter two), except for
-// the pending rows' two branches (see statusBranches).
+// the pending rows' three branches (see statusBranches).
 const SUMMARY = [
   "id",
   "queue",
@@ -50,8 +50,8 @@ export const MAX_LIST = 100;
 /**
  * A status's rows as the predicates of the indexes that hold them, repeated word for word (the
  * planner picks a partial index only for a query that implies its predicate, SQLite only for
- * one that repeats its terms; the status is a literal for that). Pending rows are in two
- * partial indexes, jobs_claim_plain and jobs_flow_claim, as in countsQuery; failed ones in
+ * one that repeats its terms; the status is a literal for that). Pending rows are in three
+ * partial indexes, jobs_claim_plain, jobs_scheduled and jobs_flow_claim, as in countsQuery; failed ones in
  * jobs_failed; MariaDB's indexes lead with status instead. A bare `status = $1 … ORDER BY id
  * DESC` walked the primary key backwards past every finished row until it had `limit` rows:
  * on a queue with no failure (or nothing pending), through every row of the table. Ended jobs
@@ -61,7 +61,10 @@ export const MAX_LIST = 100;
 function statusBranches(db: JobsDatabase, status: JobStatus): { table: string; where: string }[] {
   if (!JOB_STATUSES.includes(status)) throw new TypeError(`latestJobs: no status ${JSON.stringify(status)}`);
   if (status === "pending" && db.dialect !== "mysql") {
-    return [`status = 'pending' AND ${PLAIN}`, `status = 'pending' AND ${FLOW}`].map((where) => ({ table: db.table, where }));
+    return [`status = 'pending' AND ${PLAIN} AND due`, `status = 'pending' AND ${PLAIN} AND NOT due`, `status = 'pending' AND ${FLOW}`].map((where) => ({
+      table: db.table,
+      where,
+    }));
   }
   return storesOf(db, status).map((table) => ({ table, where: `status = '${status}'` }));
 }
@@ -72,7 +75,7 @@ export async function latestJobs(db: JobsDatabase, status: JobStatus, limit = 20
   const newest = ({ table, where }: { table: string; where: string }) =>
     `SELECT ${columnList(db.sql, SUMMARY)} FROM ${table} WHERE ${where}${tenant === null ? "" : " AND tenant = $1"} ORDER BY id DESC LIMIT ${n}`;
   const branches = statusBranches(db, status).map(newest);
-  // Two branches: each newest first and stopped by its LIMIT, then merged.
+  // Several branches: each newest first and stopped by its LIMIT, then merged.
   const sql =
     branches.length === 1 ? branches[0]! : `${branches.map((b, i) => `SELECT * FROM (${b}) AS b${i}`).join(" UNION ALL ")} ORDER BY id DESC LIMIT ${n}`;
   const { rows } = await db.executor.query(sql, tenant === null ? [] : [tenant]);

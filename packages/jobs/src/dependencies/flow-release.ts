@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
+import { dueAfter } from "../run/due.js";
 import type { Executor } from "../db/executor.js";
 import { moveEnded } from "../run/ended.js";
 
@@ -106,6 +107,7 @@ async function settleDependents(db: JobsDatabase, tx: Executor, parents: EndedJo
     await tx.query(
       `UPDATE ${db.table}
        SET status = CASE WHEN deps_pending <= $2 THEN 'pending' ELSE status END,
+           due = ${dueAfter(db, "run_at")},
            run_at = CASE WHEN deps_pending <= $2 AND run_at < ${db.sql.now} THEN ${db.sql.now} ELSE run_at END,
            deps_pending = deps_pending - $2, updated_at = ${db.sql.now}
        WHERE ${db.sql.inList("id", "$1")} AND status = 'waiting'`,
@@ -150,7 +152,7 @@ async function finishBatch(db: JobsDatabase, tx: Executor, batchId: number, queu
 /** A batch's callback becomes claimable: the only write that takes it out of `waiting`, besides cancelling it. */
 export async function releaseCallback(db: JobsDatabase, tx: Executor, callbackId: number): Promise<void> {
   await tx.query(
-    `UPDATE ${db.table} SET status = 'pending', run_at = CASE WHEN run_at < ${db.sql.now} THEN ${db.sql.now} ELSE run_at END, updated_at = ${db.sql.now}
+    `UPDATE ${db.table} SET status = 'pending', due = ${dueAfter(db, "run_at")}, run_at = CASE WHEN run_at < ${db.sql.now} THEN ${db.sql.now} ELSE run_at END, updated_at = ${db.sql.now}
      WHERE id = $1 AND status = 'waiting'`,
     [callbackId],
   );

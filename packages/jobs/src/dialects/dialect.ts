@@ -20,6 +20,15 @@ export interface Dialect {
   /** The claim order as the ready index stores it (priority DESC, then id). */
   readonly readyOrder: string;
   /**
+   * A job in the claim index (migration 19's `due`), spelled as the index states it: the plain
+   * claim index's predicate on PostgreSQL and SQLite, a key column equal to 1 on MariaDB.
+   */
+  readonly due: string;
+  /** Its negation: a scheduled job, spelled as the scheduled index states it. */
+  readonly notDue: string;
+  /** The value an insert or an update writes into `due`. */
+  dueValue(due: boolean): boolean | number;
+  /**
    * `column IN <list parameter>`, for an array parameter as the driver sends it: a PostgreSQL
    * array, a JSON text (SQLite, read with json_each), or a list expanded in place (MariaDB).
    */

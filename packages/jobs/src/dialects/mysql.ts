@@ -17,6 +17,9 @@ export const mysql: Dialect = {
   skipLocked: true,
   // neg_priority = -priority: the index walks priority DESC, id forwards.
   readyOrder: "neg_priority, id",
+  due: "due = 1",
+  notDue: "due = 0",
+  dueValue: (due) => (due ? 1 : 0),
   // An empty list is a syntax error (`IN ()`): callers never pass one.
   inList: (column, parameter) => `${column} IN (${parameter})`,
   concat: (parts) => `CONCAT(${parts.join(", ")})`,

@@ -29,6 +29,9 @@ export const sqlite: Dialect = {
   // A single writer: BEGIN IMMEDIATE takes the write lock before a claim reads, so there is nothing to skip.
   skipLocked: false,
   readyOrder: "priority DESC, id",
+  due: "due",
+  notDue: "NOT due",
+  dueValue: (due) => (due ? 1 : 0),
   inList: (column, parameter) => `${column} IN (SELECT value FROM json_each(${parameter}))`,
   concat: (parts) => parts.join(" || "),
   isoTimestamp: (column) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${column} / 1000.0, 'unixepoch')`,

@@ -1,5 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
-import { INSERT_COLUMNS, type NewJob } from "./new-job.js";
+import { INSERT_COLUMNS, isDue, type NewJob } from "./new-job.js";
 
 /** A column of the PostgreSQL insert: its value in a job, its SQL type, how the row uses it. */
 interface PgColumn {
@@ -22,6 +22,7 @@ const PG_COLUMNS: readonly PgColumn[] = [
   { value: (j) => j.group, type: "text", expr: (r) => r },
   { value: (j) => j.concurrencyKey, type: "text", expr: (r) => r },
   { value: (j) => j.maxSnoozes, type: "int", expr: (r) => r },
+  { value: isDue, type: "bool", expr: (r) => r },
 ];
 const PAYLOAD_COLUMN = 2;
 

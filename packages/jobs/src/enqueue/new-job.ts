@@ -22,9 +22,20 @@ import { checkDebounce, firstDelay, type DebouncedJob } from "./debounce.js";
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
 const ITEM_KEY_SET = new Set(ENQUEUE_ITEM_KEYS);
 
-/** The jobs table's columns an insert fills, in the order of NewJob's values in every statement. */
+/**
+ * The jobs table's columns an insert fills, in the order of NewJob's values in every statement;
+ * the last, `due`, is derived from the delay, the group and the key (see isDue).
+ */
 export const INSERT_COLUMNS =
-  "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context, group_key, concurrency_key, max_snoozes";
+  "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context, group_key, concurrency_key, max_snoozes, due";
+
+/**
+ * Whether a new job goes into the claim index (migration 19): all but a plain job that waits.
+ * Jobs with a group or a concurrency key are always due: the fair claim reads them by group.
+ */
+export function isDue(job: Pick<NewJob, "delay" | "group" | "concurrencyKey">): boolean {
+  return !(job.delay > 0 && job.group === "" && job.concurrencyKey === "");
+}
 
 /** One validated row, ready to insert. */
 export interface NewJob {

@@ -32,7 +32,7 @@ export async function groupsOf(db: JobsDatabase, tx: Executor, queue: string): P
        )
        SELECT group_key AS g FROM groups
        UNION ALL
-       SELECT '' WHERE EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${PLAIN})`,
+       SELECT '' WHERE EXISTS (SELECT 1 FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${PLAIN} AND ${db.sql.due})`,
       [queue],
       "fair_groups",
     );
@@ -41,7 +41,7 @@ export async function groupsOf(db: JobsDatabase, tx: Executor, queue: string): P
     // No LATERAL: the same walk, one probe per statement. SQLite's index holds only jobs with a
     // group or a key (plain ones add group ''); MariaDB's holds every job, '' sorting first.
     const flow = db.dialect === "sqlite" ? ` AND ${FLOW}` : "";
-    const start = db.dialect === "sqlite" ? `${PLAIN}` : "group_key = ''";
+    const start = db.dialect === "sqlite" ? `${PLAIN} AND ${db.sql.due}` : "group_key = ''";
     const any = await tx.query(`SELECT 1 AS one FROM ${db.table} WHERE status = 'pending' AND queue = $1 AND ${start} LIMIT 1`, [queue], "fair_group_none");
     if (any.rows.length > 0) found.add("");
     let after: string | null = db.dialect === "sqlite" ? null : "";
@@ -93,7 +93,7 @@ export async function candidatesOf(db: JobsDatabase, tx: Executor, sources: read
   const skip = db.sql.skipLocked ? " FOR UPDATE SKIP LOCKED" : "";
   const ready = (where: string, limitParam: string) =>
     `SELECT id, priority, group_key AS g, concurrency_key AS k FROM ${db.table}
-     WHERE status = 'pending' AND ${where} AND run_at <= ${db.sql.now} ORDER BY ${db.sql.readyOrder} LIMIT ${limitParam}${skip}`;
+     WHERE status = 'pending' AND ${where} AND ${db.sql.due} AND run_at <= ${db.sql.now} ORDER BY ${db.sql.readyOrder} LIMIT ${limitParam}${skip}`;
   const rows: CandidateRow[] = [];
   if (db.dialect === "postgres") {
     const params: unknown[] = [sources.map((s) => s.queue), sources.map((s) => s.group), limit];
@@ -168,7 +168,7 @@ export function pgGroupsWalk(db: JobsDatabase): string {
 export function pgCandidates(db: JobsDatabase, columns: string, without = ""): string {
   const ready = (where: string) =>
     `SELECT ${columns} FROM ${db.table}
-     WHERE status = 'pending' AND ${where} AND run_at <= now() ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`;
+     WHERE status = 'pending' AND ${where} AND due AND run_at <= now() ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED`;
   return `SELECT c.* FROM groups s CROSS JOIN LATERAL (${ready(`queue = s.q AND group_key = s.g AND ${FLOW}${without}`)}) c
      UNION ALL
      SELECT c.* FROM unnest($1::text[]) AS s(q) CROSS JOIN LATERAL (${ready(`queue = s.q AND ${PLAIN}`)}) c`;

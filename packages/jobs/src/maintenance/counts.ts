@@ -25,7 +25,7 @@ export interface CountScope {
  * here over an index of its own.
  */
 interface CountSql {
-  /** Pending rows of a queue: SELECT queue, run_at … (a UNION ALL where two partial indexes hold them). */
+  /** Pending rows of a queue: SELECT queue, run_at … (a UNION ALL where partial indexes hold them: the plain due, the plain scheduled, the flow ones). */
   pending: (db: JobsDatabase, and: string) => string;
   /** `count(*) … AS ready, … AS oldest_ready_age` over a subquery `p` of (queue, run_at). */
   readiness: (db: JobsDatabase) => string;
@@ -34,16 +34,20 @@ interface CountSql {
 const SQL: PerDialect<CountSql> = {
   postgres: {
     pending: (db, and) => `
-      SELECT queue, run_at FROM ${db.table} WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''${and}
+      SELECT queue, run_at FROM ${db.table} WHERE status = 'pending' AND group_key = '' AND concurrency_key = '' AND due${and}
+      UNION ALL
+      SELECT queue, run_at FROM ${db.table} WHERE status = 'pending' AND group_key = '' AND concurrency_key = '' AND NOT due${and}
       UNION ALL
       SELECT queue, run_at FROM ${db.table} WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')${and}`,
     readiness: () => `count(*) FILTER (WHERE run_at <= now()) AS ready,
       EXTRACT(EPOCH FROM now() - min(run_at) FILTER (WHERE run_at <= now())) AS oldest_ready_age`,
   },
-  // The same two partial indexes; ages are milliseconds here.
+  // The same three partial indexes; ages are milliseconds here.
   sqlite: {
     pending: (db, and) => `
-      SELECT queue, run_at FROM ${db.table} WHERE status = 'pending' AND group_key = '' AND concurrency_key = ''${and}
+      SELECT queue, run_at FROM ${db.table} WHERE status = 'pending' AND group_key = '' AND concurrency_key = '' AND due${and}
+      UNION ALL
+      SELECT queue, run_at FROM ${db.table} WHERE status = 'pending' AND group_key = '' AND concurrency_key = '' AND NOT due${and}
       UNION ALL
       SELECT queue, run_at FROM ${db.table} WHERE status = 'pending' AND (group_key <> '' OR concurrency_key <> '')${and}`,
     readiness: (db) => `count(*) FILTER (WHERE run_at <= ${db.sql.now}) AS ready,

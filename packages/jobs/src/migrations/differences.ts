@@ -90,8 +90,14 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
   {
     dialect: "mysql",
     object: "index jobs_flow_claim",
-    is: "(status, queue, group_key, neg_priority, id)",
-    reason: `${NO_PARTIAL_INDEXES}; it serves the plain claim too (see jobs_claim_plain) and column neg_priority`,
+    is: "(status, queue, group_key, due, neg_priority, id)",
+    reason: `${NO_PARTIAL_INDEXES}; it serves the plain claim too (see jobs_claim_plain) and column neg_priority; due is a key column (jobs with a group or a key are always due) where elsewhere it is the plain claim index's predicate`,
+  },
+  {
+    dialect: "mysql",
+    object: "index jobs_scheduled",
+    is: "(status, due, run_at)",
+    reason: "no partial indexes: (status, due) lead, so the scheduled jobs sit apart from the rest",
   },
   {
     dialect: "mysql",

@@ -1,6 +1,7 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
+import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
@@ -266,6 +267,7 @@ export const mysqlMigrations: Migration[] = [
   runningWithoutLease("mysql"),
   operatorViews("mysql"),
   durableSteps("mysql"),
+  dueFlag("mysql"),
   pausedQueues("mysql"),
   debounceKeys("mysql"),
   awaitedAndProgress("mysql"),

@@ -1,6 +1,7 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
+import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
@@ -239,6 +240,7 @@ export const postgresMigrations: Migration[] = [
   runningWithoutLease("postgres"),
   operatorViews("postgres"),
   durableSteps("postgres"),
+  dueFlag("postgres"),
   pausedQueues("postgres"),
   debounceKeys("postgres"),
   awaitedAndProgress("postgres"),

@@ -1,6 +1,7 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
+import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
 import { operatorViews } from "./operators.js";
@@ -265,6 +266,7 @@ export const sqliteMigrations: Migration[] = [
   runningWithoutLease("sqlite"),
   operatorViews("sqlite"),
   durableSteps("sqlite"),
+  dueFlag("sqlite"),
   pausedQueues("sqlite"),
   debounceKeys("sqlite"),
   awaitedAndProgress("sqlite"),

@@ -1,38 +1,14 @@
 import type { JobsDatabase } from "../core/database.js";
 import { randomUUID } from "node:crypto";
-import type { Dialect } from "../dialects/dialect.js";
 import { lockUpdateRead } from "../core/lock-update-read.js";
+import { promoteDue } from "./due.js";
 import { fairClaim } from "../flow/fair-claim.js";
 import { claimInOneStatement } from "../flow/fair-claim-one.js";
-import { columnList, decodeRow, type JobColumn } from "../core/job-row.js";
+import { columnList } from "../core/job-row.js";
+import { CLAIMED, toClaimed, type ClaimRow, type ClaimedJob } from "./claimed.js";
 import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
 
-/** A job this worker holds: every write about it is fenced by `token`. */
-export interface ClaimedJob {
-  id: number;
-  queue: string;
-  task: string;
-  payload: unknown;
-  priority: number;
-  /** This run's number, 1-based (attempts once it has started). */
-  attempt: number;
-  /**
-   * False for a job held in the worker's buffer: its attempt is not counted until `sendStarts`
-   * records the start, so a worker that dies holding it gives it back unused.
-   */
-  started: boolean;
-  maxAttempts: number;
-  progress: unknown;
-  tenant: string | null;
-  /** Its fair-share group, '' for none. */
-  group: string;
-  createdAt: Date;
-  runAt: Date;
-  token: string;
-  /** The enqueuing span's context (OpenTelemetry), linked from the execution span. */
-  traceContext?: unknown;
-  idempotencyKey?: string | null;
-}
+export type { ClaimedJob } from "./claimed.js";
 
 export interface ClaimRequest {
   queues: readonly string[];
@@ -53,34 +29,17 @@ export interface ClaimRequest {
   /** When this caller last served each group ('' for jobs without one): the fair claim's turn-taking between equally loaded groups. */
   served?: ReadonlyMap<string, number>;
   /**
+   * "always": promote the scheduled jobs whose time has come before this claim (processOne and
+   * drain, one claim each, whose caller expects a job due now to be taken). By default a claim
+   * promotes at most every PROMOTE_EVERY_MS per database (due.ts): a worker claims many times a second.
+   */
+  promote?: "always" | "throttled";
+  /**
    * The caller's last fair claim met limited keys: skip the one-statement claim (it would stand
    * aside) and go straight to the claim that locks their rows.
    */
   limited?: boolean;
 }
-
-/** What a claim reads of each job it takes. */
-const CLAIMED = [
-  "id",
-  "queue",
-  "task",
-  "payload",
-  "priority",
-  "attempts",
-  "max_attempts",
-  "progress",
-  "tenant",
-  "created_at",
-  "run_at",
-  "claim_token",
-  "trace_context",
-  "started",
-  "group_key",
-  // A scheduled run's planned time is in its key (ctx.scheduledAt); null, and cheap, for others.
-  "idempotency_key",
-] as const satisfies readonly JobColumn[];
-
-type ClaimRow = Record<string, unknown> & { id: unknown };
 
 /** A dialect's claim statement, and its first parameter: the queues as that statement reads them. */
 interface ClaimStatement {
@@ -108,7 +67,7 @@ function noFlowIn(db: JobsDatabase, queues: string): string {
  */
 function readyInQueue(db: JobsDatabase, queue: string, limit: string, noFlow: string): string {
   return `SELECT id, priority FROM ${db.table}
-        WHERE status = 'pending' AND queue = ${queue} AND group_key = '' AND concurrency_key = '' AND run_at <= ${db.sql.now} AND ${noFlow}
+        WHERE status = 'pending' AND queue = ${queue} AND group_key = '' AND concurrency_key = '' AND ${db.sql.due} AND run_at <= ${db.sql.now} AND ${noFlow}
         ORDER BY ${db.sql.readyOrder}
         LIMIT ${limit}${db.sql.skipLocked ? " FOR UPDATE SKIP LOCKED" : ""}`;
 }
@@ -236,6 +195,8 @@ export interface ClaimResult {
 export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promise<ClaimResult> {
   if (request.limit <= 0 || request.queues.length === 0) return { jobs: [], fair: false, retryInMs: null, throttled: [], limited: false };
   const start = Math.max(0, Math.min(request.start, request.limit));
+  const promoting = promoteDue(db, request.promote === "always");
+  if (promoting) await promoting;
   const rows: ClaimRow[] = [];
   if (!request.fair) {
     const claim = forDialect(CLAIM, db.dialect, "claim")(db, request.queues);
@@ -275,27 +236,4 @@ export async function claimJobs(db: JobsDatabase, request: ClaimRequest): Promis
 
 function byClaimOrder(a: ClaimedJob, b: ClaimedJob): number {
   return b.priority - a.priority || a.id - b.id;
-}
-
-function toClaimed(sql: Dialect, raw: ClaimRow): ClaimedJob {
-  const row = decodeRow(sql, CLAIMED, raw);
-  return {
-    id: row.id,
-    queue: row.queue,
-    task: row.task,
-    payload: row.payload,
-    priority: row.priority,
-    // A held job's attempt is counted when it starts: it will run as attempts + 1.
-    attempt: row.attempts + (row.started ? 0 : 1),
-    started: row.started,
-    maxAttempts: row.max_attempts,
-    progress: row.progress,
-    tenant: row.tenant,
-    group: row.group_key ?? "",
-    createdAt: row.created_at,
-    runAt: row.run_at,
-    token: row.claim_token,
-    traceContext: row.trace_context,
-    idempotencyKey: row.idempotency_key,
-  };
 }

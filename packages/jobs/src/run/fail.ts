@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
+import { dueAfter } from "./due.js";
 import { settleEndedIds } from "../dependencies/flow-release.js";
 import { whileEnding } from "./ended.js";
 import { recordAttempts } from "./attempts.js";
@@ -24,6 +25,7 @@ function failSql(db: JobsDatabase): string {
     SET status = CASE WHEN $3 = 'fail' THEN 'failed' ELSE 'pending' END,
         attempts = CASE WHEN $3 IN ('release', 'snooze') AND started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
         snoozes = CASE WHEN $3 = 'snooze' THEN snoozes + 1 ELSE snoozes END,
+        due = CASE WHEN $3 = 'fail' THEN due ELSE ${dueAfter(db, db.sql.nowPlus("$4"))} END,
         run_at = CASE WHEN $3 = 'fail' THEN run_at ELSE ${db.sql.nowPlus("$4")} END,
         last_error = COALESCE($5, last_error),
         finished_at = CASE WHEN $3 = 'fail' THEN ${now} END,

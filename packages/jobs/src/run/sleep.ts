@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
+import { dueAfter } from "./due.js";
 import { saveStep, stepsTable, type Wake } from "./step-store.js";
 
 /**
@@ -33,6 +34,7 @@ function sleepSql(db: JobsDatabase): string {
     UPDATE ${db.table}
     SET status = 'pending',
         attempts = CASE WHEN started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
+        due = ${dueAfter(db, `(SELECT s.wake_at FROM ${stepsTable(db)} AS s WHERE s.job_id = $1 AND s.name = $3)`)},
         run_at = (SELECT s.wake_at FROM ${stepsTable(db)} AS s WHERE s.job_id = $1 AND s.name = $3),
         locked_until = NULL, claim_token = NULL, updated_at = ${db.sql.now}
     WHERE id = $1 AND claim_token = $2 AND status = 'running'`;

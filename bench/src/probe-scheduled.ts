@@ -1,0 +1,99 @@
+/**
+ * Issue 35.6 / the due flag (migration 19): does a crowd of jobs due later cost the workers
+ * anything? Per round, on one backend: N ready no-op jobs processed by one worker (concurrency
+ * 10, its defaults) on an empty table, then the same N behind S plain jobs due tomorrow (a
+ * delayed enqueue, as sleeping jobs and retries waiting out their backoff are stored); the rate
+ * of each (from the worker's start to the N-th job's handler), and their ratio. Medians over
+ * rounds. The target of issue 35.6: the ratio ≥ 0.95.
+ *
+ * `tsx src/probe-scheduled.ts --backend=sqlite|mysql|postgres [ready=5000] [scheduled=100000] [rounds=3]`
+ * (BENCH_FORGE_ENTRY=/abs/dist/index.js measures another build, see forge.ts).
+ */
+import { mkdirSync, rmSync } from "node:fs";
+import { performance } from "node:perf_hooks";
+import { MARIADB_URL, PG_URL, SQLITE_DIR } from "./lib/env.js";
+import { adminClient } from "./lib/metrics.js";
+import { ForgeSystem, type ForgeAdmin } from "./systems/forge.js";
+import { mariadbForgeAdmin } from "./systems/mariadb-raw.js";
+import { pgForgeAdmin } from "./systems/pg-admin.js";
+import { sqliteForgeAdmin } from "./systems/sqlite-raw.js";
+import { loadForge } from "./forge.js";
+
+const SCHEMA = "probe_scheduled";
+const flag = process.argv.find((a) => a.startsWith("--backend="))?.split("=")[1];
+if (flag !== "sqlite" && flag !== "mysql" && flag !== "postgres") throw new Error("--backend=sqlite|mysql|postgres is required");
+const [ready = 5000, scheduled = 100_000, rounds = 3] = process.argv
+  .slice(2)
+  .filter((a) => !a.startsWith("--"))
+  .map(Number);
+
+async function system(): Promise<{ forge: ForgeSystem; close: () => Promise<void>; url: string; schema?: string }> {
+  if (flag === "sqlite") {
+    mkdirSync(SQLITE_DIR, { recursive: true });
+    const file = `${SQLITE_DIR}/probe-scheduled.db`;
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true });
+    const admin = sqliteForgeAdmin(file);
+    return {
+      forge: new ForgeSystem("forge", "@forge/jobs", "sqlite", `sqlite:${file}`, undefined, admin),
+      close: async () => admin.close(),
+      url: `sqlite:${file}`,
+    };
+  }
+  if (flag === "mysql") {
+    const admin = mariadbForgeAdmin();
+    await admin.pool.query(`DROP DATABASE IF EXISTS \`${SCHEMA}\``);
+    await admin.pool.query(`CREATE DATABASE \`${SCHEMA}\``);
+    return {
+      forge: new ForgeSystem("forge", "@forge/jobs", "mariadb", MARIADB_URL, SCHEMA, admin),
+      close: async () => void (await admin.pool.end()),
+      url: MARIADB_URL,
+      schema: SCHEMA,
+    };
+  }
+  const pgAdmin = await adminClient();
+  await pgAdmin.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+  const admin: ForgeAdmin = pgForgeAdmin(pgAdmin);
+  return { forge: new ForgeSystem("forge", "@forge/jobs", "postgres", PG_URL, SCHEMA, admin), close: () => pgAdmin.end(), url: PG_URL, schema: SCHEMA };
+}
+
+const { forge: queue, close, url, schema } = await system();
+await queue.prepare();
+const jobs = await loadForge();
+const db = jobs.connect(url, schema ? { schema } : {});
+
+/** Jobs/s of one worker over `ready` jobs due now. */
+async function processReady(): Promise<number> {
+  for (let i = 0; i < ready; i += 5000) await queue.enqueueBulk(Array.from({ length: Math.min(5000, ready - i) }, (_, k) => ({ i: i + k })));
+  let done = 0;
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => (finish = resolve));
+  const t0 = performance.now();
+  const worker = await queue.startWorker({ concurrency: 10, onJob: () => void (++done === ready && finish()) });
+  await finished;
+  const ms = performance.now() - t0;
+  await worker.stop();
+  return (ready / ms) * 1000;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const empty: number[] = [];
+const crowded: number[] = [];
+for (let round = 1; round <= rounds; round++) {
+  await queue.reset();
+  empty.push(await processReady());
+  await queue.reset();
+  for (let i = 0; i < scheduled; i += 5000) {
+    await jobs.enqueueMany(
+      Array.from({ length: Math.min(5000, scheduled - i) }, () => ({ task: "noop", payload: {}, availableIn: 86_400 })),
+      { db },
+    );
+  }
+  crowded.push(await processReady());
+  console.log(`round ${round}: empty ${empty.at(-1)!.toFixed(0)} jobs/s, behind ${scheduled} due tomorrow ${crowded.at(-1)!.toFixed(0)} jobs/s`);
+}
+console.log(
+  `${flag}: median empty ${median(empty).toFixed(0)} jobs/s, behind ${scheduled} due tomorrow ${median(crowded).toFixed(0)} jobs/s, ratio ${(median(crowded) / median(empty)).toFixed(2)}`,
+);
+await db.close();
+await queue.close();
+await close();

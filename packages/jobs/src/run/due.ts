@@ -1,0 +1,55 @@
+import type { JobsDatabase } from "../core/database.js";
+import type { Executor } from "../db/executor.js";
+import { forDialect, type PerDialect } from "../core/sql.js";
+
+/**
+ * The `due` flag (migration 19): a plain pending job whose run_at is in the future is kept out
+ * of the claim index, in the scheduled index, so that a claim's walk never passes over the jobs
+ * due tomorrow. The write that sets a future run_at clears the flag (dueAfter); a claim promotes
+ * the scheduled jobs whose time has come (promoteDue) before it walks the claim index.
+ */
+
+/** Scheduled jobs promoted by one statement; a full batch lets the next claim promote again at once. */
+const PROMOTE_BATCH = 1000;
+/**
+ * Promotions of one database are at least this far apart: under load a claim runs many times a
+ * second, and each would otherwise pay a statement to find nothing. A job due at t is claimable
+ * at most this long after the first claim past t; an idle worker's poll is further apart anyway.
+ */
+const PROMOTE_EVERY_MS = 100;
+
+/**
+ * SQL for `due` when a write sets run_at to `runAt` (an SQL expression over the row's values
+ * before the write). MariaDB assigns left to right: put it before the SET that changes run_at.
+ */
+export function dueAfter(db: JobsDatabase, runAt: string): string {
+  const value = (due: boolean) => String(db.sql.dueValue(due)).toUpperCase();
+  return `CASE WHEN group_key = '' AND concurrency_key = '' AND ${runAt} > ${db.sql.now} THEN ${value(false)} ELSE ${value(true)} END`;
+}
+
+const SCHEDULED = (db: JobsDatabase) => `status = 'pending' AND group_key = '' AND concurrency_key = '' AND ${db.sql.notDue} AND run_at <= ${db.sql.now}`;
+
+const PROMOTE: PerDialect<(db: JobsDatabase) => string> = {
+  // SKIP LOCKED: two workers promoting at once split the rows instead of waiting on each other.
+  postgres: (db) => `UPDATE ${db.table} SET due = true
+    WHERE id = ANY(ARRAY(SELECT id FROM ${db.table} WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+  sqlite: (db) => `UPDATE ${db.table} SET due = 1 WHERE id IN (SELECT id FROM ${db.table} WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1)`,
+  mysql: (db) => `UPDATE ${db.table} SET due = 1 WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1`,
+};
+
+const lastPromotion = new WeakMap<Executor, number>();
+
+/**
+ * Makes the scheduled jobs whose time has come due. Nothing to await (undefined) when this
+ * database promoted less than PROMOTE_EVERY_MS ago: the claim goes on without a round trip.
+ */
+export function promoteDue(db: JobsDatabase, always = false): Promise<void> | undefined {
+  const now = Date.now();
+  const last = lastPromotion.get(db.executor);
+  if (!always && last !== undefined && now - last < PROMOTE_EVERY_MS) return undefined;
+  lastPromotion.set(db.executor, now);
+  return db.executor.query(forDialect(PROMOTE, db.dialect, "promote due")(db), [PROMOTE_BATCH], "promote_due").then(({ rowCount }) => {
+    // A full batch: more may be waiting, and the next claim promotes them without waiting its turn.
+    if ((rowCount ?? 0) >= PROMOTE_BATCH) lastPromotion.delete(db.executor);
+  });
+}
