@@ -47,6 +47,7 @@ export { connect, closeDefaultDatabase, DEFAULT_SQLITE_FILE, type ConnectOptions
 export { JobsDatabase, TABLE_NAME } from "./core/database.js";
 export type { DialectName } from "./db/executor.js";
 export { JobError } from "./base/errors.js";
+export { aesGcmCodec, type PayloadCodec, type AesGcmCodecOptions } from "./base/payload-codec.js";
 export { JobAbortedError } from "./base/abort.js";
 export { snooze, JobSnooze, MAX_SNOOZE_SECONDS } from "./run/snooze.js";
 export { retryDelaySeconds } from "./base/backoff.js";

@@ -206,7 +206,7 @@ describe.each(backends())("every entry point refuses unknown options and a lease
     [
       "connect, unknown option",
       async () => connect(t.url, { schemaName: "x" } as never),
-      /^connect: unknown option "schemaName"; allowed: schema, maxPayloadBytes, maxResultBytes, poolSize, pooler, listenUrl, readUrl, jobDefaults$/,
+      /^connect: unknown option "schemaName"; allowed: schema, maxPayloadBytes, maxResultBytes, payloadCodec, poolSize, pooler, listenUrl, readUrl, jobDefaults$/,
     ],
   ];
 

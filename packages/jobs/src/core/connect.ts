@@ -13,6 +13,7 @@ import { QueryExecutor, type QuerySource } from "../db/query-executor.js";
 import { DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RESULT_BYTES, DEFAULT_SQLITE_FILE, type ConnectOptions, type DbLike } from "./options.js";
 import { CONNECT_OPTION_KEYS, checkOptions } from "./option-keys.js";
 import { checkJobDefaults } from "./job-defaults.js";
+import type { PayloadCodec } from "../base/payload-codec.js";
 
 export { DEFAULT_SQLITE_FILE } from "./options.js";
 export type { ConnectOptions, DbLike } from "./options.js";
@@ -23,6 +24,15 @@ function byteLimit(value: number | undefined, fallback: number, field: string): 
   return limit;
 }
 
+function checkCodec(codec: unknown): PayloadCodec | null {
+  if (codec === undefined) return null;
+  const c = codec as Partial<PayloadCodec> | null;
+  if (typeof c !== "object" || c === null || typeof c.encode !== "function" || typeof c.decode !== "function") {
+    throw new JobError("payloadCodec must be an object with encode(text) and decode(text), e.g. aesGcmCodec({ keys, current })", "payloadCodec");
+  }
+  return c as PayloadCodec;
+}
+
 function settingsFrom(options: ConnectOptions, where: string): DatabaseSettings {
   checkOptions(options, CONNECT_OPTION_KEYS, where);
   return {
@@ -30,6 +40,7 @@ function settingsFrom(options: ConnectOptions, where: string): DatabaseSettings 
     maxPayloadBytes: byteLimit(options.maxPayloadBytes, DEFAULT_MAX_PAYLOAD_BYTES, "maxPayloadBytes"),
     maxResultBytes: byteLimit(options.maxResultBytes, DEFAULT_MAX_RESULT_BYTES, "maxResultBytes"),
     jobDefaults: checkJobDefaults(options.jobDefaults, where),
+    payloadCodec: checkCodec(options.payloadCodec),
   };
 }
 

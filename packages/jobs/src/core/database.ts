@@ -1,6 +1,7 @@
 import type { DialectName, Executor } from "../db/executor.js";
 import { dialectFor, type Dialect } from "../dialects/index.js";
 import { qualified } from "../db/identifiers.js";
+import type { PayloadCodec } from "../base/payload-codec.js";
 
 export const TABLE_NAME = "jobs";
 export const MIGRATIONS_TABLE = "forge_jobs_migrations";
@@ -34,6 +35,8 @@ export interface DatabaseSettings {
   maxResultBytes: number;
   /** `jobDefaults`, checked: what a job enqueued through this database gets for an option left out. */
   jobDefaults: ResolvedJobDefaults;
+  /** `payloadCodec`: what payloads, results and errors are sealed with; null = stored as they are. */
+  payloadCodec?: PayloadCodec | null;
 }
 
 /**
@@ -73,7 +76,8 @@ export class JobsDatabase {
     private readonly replica?: Executor,
   ) {
     this.dialect = executor.dialect;
-    this.sql = dialectFor(this.dialect);
+    // The codec travels with the dialect to the one row decoder (core/job-row.ts).
+    this.sql = settings.payloadCodec ? { ...dialectFor(this.dialect), payloadCodec: settings.payloadCodec } : dialectFor(this.dialect);
     this.table = qualified(this.dialect, settings.schema, TABLE_NAME);
     this.migrationsTable = qualified(this.dialect, settings.schema, MIGRATIONS_TABLE);
     this.limitsTable = qualified(this.dialect, settings.schema, LIMITS_TABLE);

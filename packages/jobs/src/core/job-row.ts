@@ -1,5 +1,6 @@
 import type { Dialect } from "../dialects/dialect.js";
 import type { Job, JobStatus } from "../base/types.js";
+import { openJson, openText } from "../base/payload-codec.js";
 
 /**
  * The one row codec of the jobs table: every read names its columns from here (adding a
@@ -24,6 +25,9 @@ const keyOrNull = (value: unknown): string | null => (value === null || value ==
 /** Booleans arrive as true/false (pg) or 1/0 (SQLite, MariaDB). */
 const flag = (value: unknown): boolean => Boolean(Number(value));
 const json = (value: unknown, sql: Dialect): unknown => sql.readJson(value);
+/** Payloads, results and errors: opened with the database's payloadCodec when sealed (base/payload-codec.ts). */
+const sealedJson = (value: unknown, sql: Dialect): unknown => openJson(sql.payloadCodec, sql.readJson(value));
+const sealedTextOrNull = (value: unknown, sql: Dialect): string | null => openText(sql.payloadCodec, textOrNull(value));
 
 type Decoder = (value: unknown, sql: Dialect) => unknown;
 interface ColumnSpec {
@@ -40,15 +44,15 @@ const COLUMNS = {
   id: { decode: number },
   queue: { decode: text },
   task: { decode: text },
-  payload: { decode: json },
+  payload: { decode: sealedJson },
   status: { decode: (value: unknown) => String(value) as JobStatus },
   priority: { decode: number },
   attempts: { decode: number },
   max_attempts: { decode: number },
-  last_error: { decode: textOrNull },
+  last_error: { decode: sealedTextOrNull },
   run_at: { decode: toDate, timestamp: true },
   progress: { decode: json },
-  result: { decode: json },
+  result: { decode: sealedJson },
   tenant: { decode: textOrNull },
   idempotency_key: { decode: textOrNull },
   dedup_key: { decode: textOrNull },

@@ -81,6 +81,7 @@ export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({
   schema: true,
   maxPayloadBytes: true,
   maxResultBytes: true,
+  payloadCodec: true,
   poolSize: true,
   pooler: true,
   listenUrl: true,

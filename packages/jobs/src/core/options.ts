@@ -3,6 +3,7 @@ import type { WorkerEventHandlers } from "./events.js";
 import type { Logger } from "../base/logger.js";
 import type { PayloadOf } from "../base/types.js";
 import { checkSeconds } from "../base/validate.js";
+import type { PayloadCodec } from "../base/payload-codec.js";
 
 // Every public option: its type and its default, here and nowhere else; the keys each call
 // accepts are in option-keys.ts beside it.
@@ -264,6 +265,11 @@ export interface ConnectOptions {
   maxPayloadBytes?: number;
   /** Largest serialized handler result stored, in bytes; a larger result fails its job. Default 1 MiB. */
   maxResultBytes?: number;
+  /**
+   * Encryption at rest: payloads, results and error messages are stored as `encode`'s text and
+   * read back through `decode` (`aesGcmCodec({ keys, current })`). Default: stored as they are.
+   */
+  payloadCodec?: PayloadCodec;
   /** Connections in the pool (PostgreSQL, MariaDB). Default 10. */
   poolSize?: number;
   /**

@@ -15,7 +15,7 @@ import { readSearch, searchCondition } from "./search.js";
 import { getJob, statusCounts } from "../reads/status.js";
 import { checkTenant } from "../base/validate.js";
 import { actOnSchedule, schedulesOverview } from "./schedules.js";
-import { actOnQueue } from "./queues.js";
+import { actOnQueue } from "./queue-actions.js";
 import { Csrf } from "./csrf.js";
 import { checkedForm, methodNotAllowed, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
 import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";

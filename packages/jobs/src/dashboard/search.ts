@@ -93,10 +93,20 @@ export function searchCondition(search: Search): ListCondition {
   }
 }
 
-/** The search box's text read: its search (null for none), or the message saying what is wrong with it. */
-export function readSearch(text: string): { search: Search | null } | { error: string } {
+/**
+ * The search box's text read: its search (null for none), or the message saying what is wrong
+ * with it. `sealed`: the database seals payloads and errors (payloadCodec), which SQL cannot
+ * look inside.
+ */
+export function readSearch(text: string, sealed = false): { search: Search | null } | { error: string } {
   try {
-    return { search: parseSearch(text) };
+    const search = parseSearch(text);
+    if (sealed && (search?.kind === "payload" || search?.kind === "error")) {
+      return {
+        error: `"${text}": payloads and errors are encrypted in this database (payloadCodec), so the database cannot search inside them; search by id, task:, tenant: or worker:.`,
+      };
+    }
+    return { search };
   } catch (error) {
     if (error instanceof SearchSyntaxError) return { error: error.message };
     throw error;

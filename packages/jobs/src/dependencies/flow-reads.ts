@@ -2,6 +2,7 @@ import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import type { BatchSummary, DependencyInfo, Job, JobStatus } from "../base/types.js";
 import { eachStore, storesOf } from "../core/stores.js";
+import { openJson } from "../base/payload-codec.js";
 
 /**
  * Reads of dependencies and batches: what `ctx.dependencies()`, `ctx.batch()` and `getJob`
@@ -21,7 +22,7 @@ export async function readDependencies(db: JobsDatabase, jobId: number, tenant: 
     `SELECT * FROM (${eachStore(edges, storesOf(db))}) AS d ORDER BY id`,
     [jobId, tenant],
   );
-  return rows.map((r) => ({ id: Number(r.id), task: r.task, status: r.status, result: db.sql.readJson(r.result) }));
+  return rows.map((r) => ({ id: Number(r.id), task: r.task, status: r.status, result: openJson(db.settings.payloadCodec, db.sql.readJson(r.result)) }));
 }
 
 /** How the items of the batch whose callback is `callbackId` ended; null when it is no batch's callback. */

@@ -1,4 +1,5 @@
 import type { DialectName, Executor } from "../db/executor.js";
+import type { PayloadCodec } from "../base/payload-codec.js";
 
 /**
  * What differs between backends beyond the driver: the SQL fragments the operation files build
@@ -41,6 +42,8 @@ export interface Dialect {
   epochMs(column: string): string;
   /** A JSON column's value as the driver hands it back, decoded. */
   readJson(value: unknown): unknown;
+  /** The database's `payloadCodec`, set on its own copy of the dialect (core/database.ts): what sealed columns are opened with. */
+  readonly payloadCodec?: PayloadCodec;
   /**
    * The predicate of a finished row (done, failed or cancelled) for a row `alias`, spelled as the
    * finished index's own predicate: a query reads a partial index only if its WHERE repeats it.

@@ -4,6 +4,7 @@ import type { DatabaseSettings } from "../core/database.js";
 import { defaultMaxAttempts } from "../core/job-defaults.js";
 import { ENQUEUE_ITEM_KEYS } from "../core/option-keys.js";
 import { toJsonText } from "../base/payload.js";
+import { sealJson } from "../base/payload-codec.js";
 import {
   MAX_FLOW_KEY_LENGTH,
   checkFlowKey,
@@ -94,7 +95,7 @@ function checkedName(value: unknown, field: () => string): string {
 }
 
 /** What a job's checks read from its database: the payload limit and `jobDefaults`. */
-export type EnqueueSettings = Pick<DatabaseSettings, "maxPayloadBytes" | "jobDefaults">;
+export type EnqueueSettings = Pick<DatabaseSettings, "maxPayloadBytes" | "jobDefaults" | "payloadCodec">;
 
 /**
  * Checks a job given as arguments and turns it into a row. `where` is the item's index in
@@ -135,7 +136,8 @@ export function prepareJob(
   return {
     task: name,
     queue,
-    payload: json,
+    // Sealed after the size check, which counts what the caller sent.
+    payload: json === null ? null : sealJson(settings.payloadCodec, json),
     priority: options.priority === undefined ? DEFAULT_PRIORITY : checkInteger(options.priority, field("priority"), -2_147_483_648),
     maxAttempts:
       options.maxAttempts === undefined

@@ -1,5 +1,6 @@
 import type { Dialect } from "../dialects/dialect.js";
 import { decodeRow, type JobColumn } from "../core/job-row.js";
+import { openJson } from "../base/payload-codec.js";
 
 /** A job this worker holds: every write about it is fenced by `token`. */
 export interface ClaimedJob {
@@ -26,6 +27,8 @@ export interface ClaimedJob {
   /** The enqueuing span's context (OpenTelemetry), linked from the execution span. */
   traceContext?: unknown;
   idempotencyKey?: string | null;
+  /** Why the payload could not be opened (payloadCodec: a key this worker lacks): the run fails with it instead of calling the handler. */
+  unreadable?: Error;
 }
 
 /** What a claim reads of each job it takes. */
@@ -52,14 +55,25 @@ export const CLAIMED = [
 /** A claimed row as a statement returns it, before decoding. */
 export type ClaimRow = Record<string, unknown> & { id: unknown };
 
+const BESIDE_PAYLOAD = CLAIMED.filter((c): c is Exclude<(typeof CLAIMED)[number], "payload"> => c !== "payload");
+
 /** A claimed row, decoded: what the worker runs. */
 export function toClaimed(sql: Dialect, raw: ClaimRow): ClaimedJob {
-  const row = decodeRow(sql, CLAIMED, raw);
+  const row = decodeRow(sql, BESIDE_PAYLOAD, raw);
+  // Opened apart: a payload this worker cannot decrypt fails its run, never the whole claim.
+  let payload: unknown = null;
+  let unreadable: Error | undefined;
+  try {
+    payload = openJson(sql.payloadCodec, sql.readJson(raw.payload));
+  } catch (error) {
+    unreadable = error as Error;
+  }
   return {
+    ...(unreadable && { unreadable }),
     id: row.id,
     queue: row.queue,
     task: row.task,
-    payload: row.payload,
+    payload,
     priority: row.priority,
     // A held job's attempt is counted when it starts: it will run as attempts + 1.
     attempt: row.attempts + (row.started ? 0 : 1),

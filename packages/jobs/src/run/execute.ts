@@ -7,6 +7,7 @@ import { isPermanent } from "../base/errors.js";
 import { extendLeases } from "./lease.js";
 import { mayOverflowStatement, overStatementBudget } from "../core/packet.js";
 import { toJsonText } from "../base/payload.js";
+import { sealJson } from "../base/payload-codec.js";
 import type { DependencyInfo, Handlers, JobContext, JobHandler, JobInfo } from "../base/types.js";
 import type { RunDeps, RunOutcome } from "./settle.js";
 import { maintenanceHandler } from "../maintenance/maintenance.js";
@@ -93,6 +94,7 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
 async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db: JobsDatabase, sleeping: () => SleepRequest | null): Promise<RunOutcome> {
   let value: unknown;
   try {
+    if (job.unreadable) throw job.unreadable;
     value = await handler(job.payload, ctx);
   } catch (error) {
     // A sleep ends the run whatever the handler threw after it (or if it caught the sleep).
@@ -117,6 +119,7 @@ async function invoke(handler: JobHandler, job: ClaimedJob, ctx: JobContext, db:
       `result of ${Buffer.byteLength(result)} bytes is over the ${limit}-byte limit (maxResultBytes); store large results elsewhere and return a reference, or raise maxResultBytes in connect()`,
     );
   }
+  result = sealJson(db.settings.payloadCodec, result);
   const over = mayOverflowStatement(db, result) ? await overStatementBudget(db, result).catch(() => null) : null; // unknown: the completion finds out
   if (over) {
     return unstorable(

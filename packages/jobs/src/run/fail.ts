@@ -3,6 +3,7 @@ import { dueAfter } from "./due.js";
 import { settleEndedIds } from "../dependencies/flow-release.js";
 import { whileEnding } from "./ended.js";
 import { recordAttempts } from "./attempts.js";
+import { sealText } from "../base/payload-codec.js";
 
 export type FailureOutcome =
   /** Back to pending, to run again after `delay` seconds. */
@@ -58,7 +59,7 @@ export function storableErrorText(text: string): string {
  */
 export async function failJob(db: JobsDatabase, id: number, token: string, outcome: FailureOutcome, error: string | null): Promise<boolean> {
   const delay = outcome.kind === "retry" || outcome.kind === "snooze" ? outcome.delay : 0;
-  const params = [id, token, outcome.kind, delay, error === null ? null : storableErrorText(error)];
+  const params = [id, token, outcome.kind, delay, error === null ? null : sealText(db.settings.payloadCodec, storableErrorText(error))];
   // A retry ends an attempt that is followed by another: recorded with the write that reschedules it.
   if (outcome.kind === "retry") {
     return db.executor.transaction(async (tx) => {
