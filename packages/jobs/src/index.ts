@@ -20,6 +20,7 @@ export { listJobs, type ListJobsOptions, type JobListItem, type JobList } from "
 export { getJobAttempts, type JobAttempt } from "./reads/attempts.js";
 export { getJobSteps, type JobStep, type JobSteps } from "./reads/steps.js";
 export { waitForJob, JobWaitTimeoutError, type WaitForJobOptions } from "./reads/wait-for-job.js";
+export { PROGRESS_WRITE_INTERVAL_MS } from "./run/report-progress.js";
 export { listWorkers, type WorkerStatus, type ListWorkersOptions } from "./reads/workers.js";
 export { pauseQueue, resumeQueue } from "./maintenance/pause.js";
 export { observeQueueDepth } from "./reads/queue-metrics.js";

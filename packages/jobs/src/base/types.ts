@@ -26,6 +26,8 @@ interface JobFields {
   /** When the job becomes (or became) runnable, by the database clock. */
   runAt: Date;
   progress: unknown;
+  /** What the running (or last) run reported with `ctx.reportProgress`, or null: not the resume cursor `progress`. */
+  liveProgress: unknown;
   result: unknown;
   tenant: string | null;
   idempotencyKey: string | null;
@@ -128,6 +130,14 @@ export interface JobContext {
    * value saved (for progress that counts what the work did).
    */
   checkpoint<Tx = unknown, R = unknown>(progress: unknown, work?: (tx: Tx) => R): Promise<boolean>;
+  /**
+   * Live progress for people watching (getJob's `liveProgress`, the dashboard's
+   * `/jobs/:id/events`): any JSON value, kept apart from the resume cursor `progress`. Throttled
+   * (at most one write per job every 500 ms; the latest value is written when the interval
+   * ends, and before the run's outcome) and fenced by the claim token. Resolves false once
+   * the job was found taken over.
+   */
+  reportProgress(value: unknown): Promise<boolean>;
   /** The jobs this one depended on (`dependsOn`), with their status and result, in id order; empty without dependencies. */
   dependencies<R = unknown>(): Promise<DependencyInfo<R>[]>;
   /** For a batch's callback (`enqueueBatch`'s `onComplete`): how the items ended; null for any other job. */

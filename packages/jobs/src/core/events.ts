@@ -26,7 +26,7 @@ export interface WorkerEvents {
    */
   "job:heartbeat": RunEvent & { sentAt: Date };
   /** A write of a run that no longer owns its job was refused. */
-  "job:fenced": RunEvent & { write: "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" | "step" | "sleep" };
+  "job:fenced": RunEvent & { write: "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" | "step" | "sleep" | "progress" };
   /**
    * The handler snoozed (an error with `snoozeSeconds`, or `snooze()`): back to pending, due in
    * `snoozeSeconds`, its attempt given back. `snoozes` counts this one.

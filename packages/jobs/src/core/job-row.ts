@@ -155,6 +155,8 @@ export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
     lastError: row.last_error,
     runAt: row.run_at,
     progress: row.progress,
+    // Read apart from the row (jobs_progress): getJob fills it in.
+    liveProgress: null,
     result: row.result,
     tenant: row.tenant,
     idempotencyKey: row.idempotency_key,

@@ -20,6 +20,7 @@ import { Csrf } from "./csrf.js";
 import { checkedForm, methodNotAllowed, redirectWithNotice, requestPath, safeDecode, send, sendError, takeNotice } from "./http.js";
 import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";
 import { waitsOverview } from "./waits.js";
+import { streamJobEvents } from "./events.js";
 import { latestJobs, lostWorkerJobs, recentActivity, relatedJobs } from "./queries.js";
 import type { Notice } from "./notices.js";
 import { renderPage } from "./render.js";
@@ -56,6 +57,7 @@ export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?
 
 const ACTION = /^\/jobs\/([1-9]\d{0,14})\/(retry|cancel)$/;
 const JOB_PAGE = /^\/jobs\/([1-9]\d{0,14})$/;
+const JOB_EVENTS = /^\/jobs\/([1-9]\d{0,14})\/events$/;
 const BULK = /^\/bulk\/(retry|cancel)$/;
 const SCHEDULE_ACTION = /^\/schedules\/([^/]+)\/(pause|resume|trigger)$/;
 const QUEUE_ACTION = /^\/queues\/([^/]+)\/(pause|resume)$/;
@@ -235,6 +237,8 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     if (rest === "/selected") return req.method === "POST" ? selected(req, res) : methodNotAllowed(res, "POST");
     const job = JOB_PAGE.exec(rest);
     if (job) return get ? jobPage(req, res, Number(job[1])) : methodNotAllowed(res, "GET, HEAD");
+    const events = JOB_EVENTS.exec(rest);
+    if (events) return get ? streamJobEvents(req, res, db, Number(events[1]), scope) : methodNotAllowed(res, "GET, HEAD");
     const many = BULK.exec(rest);
     if (many)
       return get

@@ -2,6 +2,7 @@ import { resolveDb } from "../core/connect.js";
 import { countsQuery, pendingRows, type CountRow } from "../maintenance/counts.js";
 import { columnList, JOB_COLUMNS, toJob } from "../core/job-row.js";
 import { withEdges } from "../dependencies/flow-reads.js";
+import { readLiveProgress } from "../run/report-progress.js";
 import { eachStore } from "../core/stores.js";
 import type { Job, QueueStatus } from "../base/types.js";
 import { DEFAULT_QUEUE, type QueueReadOptions, type ReadOptions } from "../core/options.js";
@@ -32,7 +33,9 @@ export async function getJob(id: number, options: ReadOptions = {}): Promise<Job
   if (!row) return null;
   // on_dependency_failure is set exactly when the job was enqueued with dependencies.
   const flags = { dependsOn: row.on_dependency_failure != null, dependents: Boolean(Number(row.has_dependents)) };
-  return withEdges(db, db.executor, toJob(db.sql, row), flags);
+  const job = await withEdges(db, db.executor, toJob(db.sql, row), flags);
+  job.liveProgress = await readLiveProgress(db, job.id);
+  return job;
 }
 
 /** Jobs waiting in a queue, delayed ones included (see `statusCounts` for the ready ones). */

@@ -17,6 +17,7 @@ import { isReturnedSnooze, snoozeRequest } from "./snooze.js";
 import type { SleepRequest } from "./sleep.js";
 import { withExecutionSpan } from "../core/telemetry.js";
 import { StepRun } from "./steps.js";
+import { ProgressReporter } from "./report-progress.js";
 
 export function jobInfo(job: ClaimedJob): JobInfo {
   return { id: job.id, task: job.task, queue: job.queue, attempt: job.attempt, maxAttempts: job.maxAttempts, tenant: job.tenant, createdAt: job.createdAt };
@@ -46,6 +47,8 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
         loseJob(abort, info);
       },
     }));
+  // Made at the first report, like the steps: a job that reports nothing writes nothing more.
+  let reporter: ProgressReporter | null = null;
   const ctx: JobContext = {
     job: info,
     claimToken: job.token,
@@ -73,10 +76,15 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     // The results are the dependencies' stored JSON: their type is the caller's word (as a payload's).
     dependencies: <R>() => readDependencies(deps.db, job.id, job.tenant) as Promise<DependencyInfo<R>[]>,
     batch: () => readBatchSummary(deps.db, job.id, job.tenant),
+    reportProgress: (value) => (reporter ??= new ProgressReporter(deps.db, job, () => progressFenced())).report(value),
     step: (name, fn) => stepRun().step(name, fn),
     sleep: (name, seconds) => stepRun().sleep(name, seconds),
     sleepUntil: (name, date) => stepRun().sleepUntil(name, date),
   };
+  function progressFenced(): void {
+    deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "progress" });
+    loseJob(abort, info);
+  }
   function checkpointFenced(): void {
     deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "checkpoint" });
     loseJob(abort, info);
@@ -86,7 +94,8 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
   return withExecutionSpan(
     info,
     job.traceContext,
-    () => invoke(handler, job, ctx, deps.db, () => steps?.sleeping ?? null),
+    // The last reported value lands before the verdict is written (a failed flush fails nothing).
+    () => invoke(handler, job, ctx, deps.db, () => steps?.sleeping ?? null).finally(() => reporter?.flush().catch(() => false)),
     (o) => (o.kind === "threw" ? o.error : undefined),
   );
 }

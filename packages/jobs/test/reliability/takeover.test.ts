@@ -27,7 +27,7 @@ const STEPS = 6;
 const WORKERS = 2;
 const CONCURRENCY = 4;
 
-type Write = "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" | "step" | "sleep";
+type Write = "start" | "complete" | "fail" | "snooze" | "release" | "heartbeat" | "checkpoint" | "step" | "sleep" | "progress";
 
 describe.each(backends())("takeover under load ($name)", (backend) => {
   let t: TestDatabase;
@@ -112,7 +112,18 @@ describe.each(backends())("takeover under load ($name)", (backend) => {
         return { attempt };
       };
 
-      const fenced: Record<Write, number> = { start: 0, complete: 0, fail: 0, snooze: 0, release: 0, heartbeat: 0, checkpoint: 0, step: 0, sleep: 0 };
+      const fenced: Record<Write, number> = {
+        start: 0,
+        complete: 0,
+        fail: 0,
+        snooze: 0,
+        release: 0,
+        heartbeat: 0,
+        checkpoint: 0,
+        step: 0,
+        sleep: 0,
+        progress: 0,
+      };
       const errors: unknown[] = [];
       const succeeded: [number, number][] = []; // (job, attempt) the workers reported done
       const stop = new AbortController();
