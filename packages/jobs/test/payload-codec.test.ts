@@ -2,8 +2,11 @@
 // payloads, results and error messages as AES-256-GCM ciphertext naming its key id; the worker
 // and the reads get the plaintext back; old keys keep opening old rows after a rotation.
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { aesGcmCodec, connect, enqueue, getJob, JobError, processOne, type JobsDatabase } from "../src/index.js";
+import { createDashboard } from "../src/dashboard/index.js";
 import { readSearch } from "../src/dashboard/search.js";
 import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
 
@@ -140,7 +143,17 @@ describe.each(backends())("payloadCodec ($name)", (backend) => {
     expect(job?.lastError).toMatch(/key "k2", which this codec does not have/);
   });
 
-  it("the dashboard's payload and error searches are refused, saying why", () => {
+  it("the dashboard's payload and error searches are refused, saying why", async () => {
+    const dashboard = createDashboard({ db: v1, basePath: "/admin" });
+    const server = createServer((req, res) => dashboard(req, res, () => res.end()));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const response = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/admin/jobs?q=${encodeURIComponent("payload.card=1")}`);
+      expect(response.status).toBe(400);
+      expect(await response.text()).toContain("encrypted in this database (payloadCodec)");
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
     expect(readSearch("payload.card=1", true)).toEqual({ error: expect.stringMatching(/encrypted in this database \(payloadCodec\)/) });
     expect(readSearch("error:declined", true)).toEqual({ error: expect.stringMatching(/cannot search inside them/) });
     expect(readSearch("task:charge", true)).toEqual({ search: { kind: "task", text: "charge" } });

@@ -146,7 +146,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const cursor = url.searchParams.get("before");
     const before = cursor === null || cursor === "" ? undefined : Number(cursor);
     const text = url.searchParams.get("q")?.trim() ?? "";
-    const search = readSearch(text);
+    const search = readSearch(text, Boolean(db.settings.payloadCodec));
     const matching = filter === null || "error" in search ? null : { db, ...filter, limit: listLimit, ...(before === undefined ? {} : { before }) };
     const conditions = "search" in search && search.search !== null ? [searchCondition(search.search)] : [];
     const list = matching === null ? { jobs: [], next: null } : await listJobsWhere(matching, conditions);
