@@ -47,6 +47,22 @@ describe.each(backends())("debounce ($name)", (backend) => {
     expect(await startsIn(first)).toBeGreaterThan(990);
   });
 
+  it("the push keeps the due flag (migration 19) with run_at: out of the claim index while it waits, in once maxWait has passed", async () => {
+    const queue = uniqueName("dq-due");
+    const due = async (id: number) => {
+      const value = (await t.sql<{ due: unknown }>("SELECT due FROM {jobs} WHERE id = $1", [id]))[0]!.due;
+      return value === true || Number(value) === 1;
+    };
+    const id = await enqueue("save", null, { db: t.db, queue, debounce: { key: "due", seconds: 1000, maxWait: 60 } });
+    expect(await due(id)).toBe(false);
+    // First enqueued two minutes ago: the next push is capped at a minute ago, so due now.
+    const back = { postgres: "created_at - interval '2 minutes'", sqlite: "created_at - 120000", mysql: "created_at - INTERVAL 2 MINUTE" }[backend.name];
+    await t.sql(`UPDATE {jobs} SET created_at = ${back} WHERE id = $1`, [id]);
+    expect(await enqueue("save", null, { db: t.db, queue, debounce: { key: "due", seconds: 1000, maxWait: 60 } })).toBe(id);
+    expect(await due(id)).toBe(true);
+    expect(await startsIn(id)).toBeLessThan(-55);
+  });
+
   it("once the job has started, the key makes a new job; a retried (started) pending job is not reused either", async () => {
     const queue = uniqueName("dq-start");
     const first = await enqueue("save", { n: 1 }, { db: t.db, queue, debounce: { key: "s", seconds: 0.05 } });

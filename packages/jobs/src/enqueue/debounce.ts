@@ -7,6 +7,7 @@ import { forDialect, type PerDialect } from "../core/sql.js";
 import type { Executor } from "../db/executor.js";
 import { qualified } from "../db/identifiers.js";
 import { DEBOUNCE_TABLE } from "../migrations/debounce.js";
+import { dueAfter } from "../run/due.js";
 import { snapshotError } from "./key-conflicts.js";
 import { refuseWith } from "./throttle.js";
 
@@ -101,15 +102,15 @@ const PARTS: PerDialect<{ wait: string; afterFirst: string; least: string; paylo
 /**
  * The trailing push: the new payload, due `$3` seconds from now, never later than `$4` seconds
  * after the job was first enqueued. Only a job still pending that has never started
- * (`attempts = 0`; a snoozed or retried job has started). Changes run_at of an existing job.
+ * (`attempts = 0`; a snoozed or retried job has started). Changes run_at of an existing job, and due.
  */
 function pushSql(db: JobsDatabase): string {
   const { wait, afterFirst, least, payload } = forDialect(PARTS, db.dialect, "debounce push");
   const later = db.sql.nowPlus("$3");
+  const runAt = `CASE WHEN ${wait} IS NULL THEN ${later} ELSE ${least}(${later}, ${afterFirst}) END`;
+  // Its due flag with it (run/due.ts): out of the claim index while it waits.
   return `UPDATE ${db.table}
-    SET payload = ${payload},
-        run_at = CASE WHEN ${wait} IS NULL THEN ${later} ELSE ${least}(${later}, ${afterFirst}) END,
-        updated_at = ${db.sql.now}
+    SET payload = ${payload}, due = ${dueAfter(db, runAt)}, run_at = ${runAt}, updated_at = ${db.sql.now}
     WHERE id = $1 AND status = 'pending' AND attempts = 0`;
 }
 
