@@ -180,6 +180,29 @@ describe.skipIf(!backends().includes("sqlite"))("Drizzle on sqlite (better-sqlit
     expect(await pendingCount({ db: t.queue, queue: "keyed" })).toBe(1);
   });
 
+  // Before, the throttle's read of the database clock was awaited before the INSERT: the
+  // synchronous transaction had ended by then, and its rollback kept the job.
+  it("a throttled enqueue in the transaction: its job with the commit, none with a rollback; the window answers with the committed job's id", async () => {
+    const throttle = { key: "digest-7", seconds: 3600 };
+    let job!: Promise<number>;
+    expect(() =>
+      db.transaction((tx) => {
+        tx.insert(orders).values({ item: "throttled-lost" }).run();
+        job = enqueue("ship", { n: 1 }, { db: client, queue: "throttled", throttle });
+        throw new Error("payment declined");
+      }),
+    ).toThrow("payment declined");
+    await job;
+    expect(await count("SELECT count(*) AS n FROM jobs WHERE queue = 'throttled'")).toBe(0);
+    db.transaction((tx) => {
+      tx.insert(orders).values({ item: "throttled" }).run();
+      job = enqueue("ship", { n: 2 }, { db: client, queue: "throttled", throttle });
+    });
+    const id = await job;
+    expect(await enqueue("ship", { n: 3 }, { db: t.queue, queue: "throttled", throttle })).toBe(id);
+    expect(await pendingCount({ db: t.queue, queue: "throttled" })).toBe(1);
+  });
+
   it("the README's example: placeOrder, then saveBatch through ctx.checkpoint, fenced once the job is taken over", async () => {
     const id = await placeOrder(db, "pen");
     let fenced: boolean | undefined;

@@ -29,6 +29,8 @@ export interface Dialect {
   readonly notDue: string;
   /** The value an insert or an update writes into `due`. */
   dueValue(due: boolean): boolean | number;
+  /** The database clock is this process's own (SQLite, in process): JavaScript can read it without a statement. */
+  readonly localClock: boolean;
   /**
    * `column IN <list parameter>`, for an array parameter as the driver sends it: a PostgreSQL
    * array, a JSON text (SQLite, read with json_each), or a list expanded in place (MariaDB).

@@ -11,6 +11,7 @@ export const postgres: Dialect = {
   due: "due",
   notDue: "NOT due",
   dueValue: (due) => due,
+  localClock: false,
   inList: (column, parameter) => `${column} = ANY(${parameter})`,
   concat: (parts) => parts.join(" || "),
   isoTimestamp: (column) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,

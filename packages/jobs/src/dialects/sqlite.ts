@@ -32,6 +32,7 @@ export const sqlite: Dialect = {
   due: "due",
   notDue: "NOT due",
   dueValue: (due) => (due ? 1 : 0),
+  localClock: true,
   inList: (column, parameter) => `${column} IN (SELECT value FROM json_each(${parameter}))`,
   concat: (parts) => parts.join(" || "),
   isoTimestamp: (column) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${column} / 1000.0, 'unixepoch')`,

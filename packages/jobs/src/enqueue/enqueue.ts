@@ -42,7 +42,8 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   const db = resolveDb(options.db);
   const job = prepareJob(task, payload, options, DEFAULT_QUEUE, db.settings, null);
   if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
-  if (job.throttle !== null) await keyThrottledJobs(db, [job]);
+  const keying = keyThrottledJobs(db, [job]);
+  if (keying) await keying;
   const plan = readFlowPlan([options], ownField);
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, async (trace) => {
     if (job.debounce !== null) return [await enqueueDebounced(db, traced(job, trace), async (tx) => (await insertJobs(db, tx, [job], ownField))[0] as number)];
@@ -94,9 +95,10 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
       jobs.map((j) => j.payload),
       (i) => `items[${i}].payload`,
     );
-  // Only when a job is throttled: an await before the INSERT would let a caller's synchronous
-  // SQLite transaction end before the INSERT runs in it.
-  if (jobs.some((j) => j.throttle !== null)) await keyThrottledJobs(db, jobs);
+  // Only when the clock must be read (a job is throttled, not on SQLite): an await before the
+  // INSERT would let a caller's synchronous SQLite transaction end before the INSERT runs in it.
+  const keying = keyThrottledJobs(db, jobs);
+  if (keying) await keying;
   const first = jobs[0] as NewJob;
   const plan = readFlowPlan(items, (i, name) => `items[${i}].${name}`);
   const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {

@@ -84,10 +84,16 @@ export function windowKey(window: ThrottleWindow, epochSeconds: number): string 
 /**
  * Gives each throttled job its window's key, all read at one instant of the database clock
  * (one read per call, none when no job is throttled). Run on the call's own executor, so
- * a caller's transaction sees the same clock as its insert.
+ * a caller's transaction sees the same clock as its insert. Where the database clock is this
+ * process's own (SQLite), nothing is read and nothing to await comes back: an await before the
+ * INSERT would outlive a caller's synchronous transaction (better-sqlite3's), and the INSERT
+ * would run after it, kept by its rollback.
  */
-export async function keyThrottledJobs(db: JobsDatabase, jobs: readonly ThrottledJob[]): Promise<void> {
-  if (!jobs.some((job) => job.throttle !== null)) return;
-  const now = await databaseEpochSeconds(db, db.executor);
-  for (const job of jobs) if (job.throttle !== null) job.idempotencyKey = windowKey(job.throttle, now);
+export function keyThrottledJobs(db: JobsDatabase, jobs: readonly ThrottledJob[]): Promise<void> | undefined {
+  if (!jobs.some((job) => job.throttle !== null)) return undefined;
+  const key = (now: number) => {
+    for (const job of jobs) if (job.throttle !== null) job.idempotencyKey = windowKey(job.throttle, now);
+  };
+  if (db.sql.localClock) return void key(Date.now() / 1000);
+  return databaseEpochSeconds(db, db.executor).then(key);
 }
