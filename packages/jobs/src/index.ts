@@ -51,6 +51,7 @@ export { JobError } from "./base/errors.js";
 export { aesGcmCodec, type PayloadCodec, type AesGcmCodecOptions } from "./base/payload-codec.js";
 export { JobAbortedError } from "./base/abort.js";
 export { snooze, JobSnooze, MAX_SNOOZE_SECONDS } from "./run/snooze.js";
+export { DEAD_LETTER_TASK, type DeadLetterPayload } from "./run/dead-letter.js";
 export { retryDelaySeconds } from "./base/backoff.js";
 export { PRIORITY_LOW, PRIORITY_NORMAL, PRIORITY_HIGH } from "./base/priority.js";
 export type { RunEvent, WorkerEvents, WorkerEventName, WorkerListener, WorkerEventHandlers } from "./core/events.js";

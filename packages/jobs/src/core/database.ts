@@ -25,6 +25,8 @@ export interface ResolvedJobDefaults {
   maxAttempts: number;
   /** The queues whose entry in `jobDefaults.queues` sets maxAttempts. */
   maxAttemptsByQueue: ReadonlyMap<string, number>;
+  /** The queues whose entry in `jobDefaults.queues` sets a dead-letter queue. */
+  deadLetterByQueue?: ReadonlyMap<string, string>;
 }
 
 export interface DatabaseSettings {

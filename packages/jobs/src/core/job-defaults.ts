@@ -25,6 +25,7 @@ export function checkJobDefaults(value: unknown, where: string): ResolvedJobDefa
   checkKnownOptions(value, JOB_DEFAULTS_KEYS, `${where}: jobDefaults`);
   const maxAttempts = value.maxAttempts === undefined ? DEFAULT_MAX_ATTEMPTS : attempts(value.maxAttempts, "jobDefaults.maxAttempts");
   const byQueue = new Map<string, number>();
+  const deadLetters = new Map<string, string>();
   const { queues } = value;
   if (queues !== undefined) {
     if (!plainObject(queues)) {
@@ -39,9 +40,25 @@ export function checkJobDefaults(value: unknown, where: string): ResolvedJobDefa
       if (!plainObject(entry)) throw new JobError(`${where}: ${field} must be an object such as { maxAttempts: 5 }, got ${describe(entry)}`, field);
       checkKnownOptions(entry, QUEUE_JOB_DEFAULTS_KEYS, `${where}: ${field}`);
       if (entry.maxAttempts !== undefined) byQueue.set(queue, attempts(entry.maxAttempts, `${field}.maxAttempts`));
+      if (entry.deadLetter !== undefined) deadLetters.set(queue, checkDeadLetter(entry.deadLetter, queue, `${field}.deadLetter`));
     }
   }
-  return { maxAttempts, maxAttemptsByQueue: byQueue };
+  return { maxAttempts, maxAttemptsByQueue: byQueue, deadLetterByQueue: deadLetters };
+}
+
+/**
+ * A dead-letter queue: a queue name other than the job's own (its dead letters would be
+ * claimed by the very workers whose handler failed, and have none of their own).
+ */
+export function checkDeadLetter(value: unknown, queue: string, field: string): string {
+  const name = checkName(value, field);
+  if (name === queue) throw new JobError(`${field} must name another queue than the job's own (${JSON.stringify(queue)}), e.g. "${queue}-dead"`, field);
+  return name;
+}
+
+/** The dead-letter queue of a job of `queue` enqueued without `deadLetter`, or null. */
+export function defaultDeadLetter(defaults: ResolvedJobDefaults, queue: string): string | null {
+  return defaults.deadLetterByQueue?.get(queue) ?? null;
 }
 
 function attempts(value: unknown, field: string): number {

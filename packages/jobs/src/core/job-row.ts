@@ -227,6 +227,7 @@ export const STORED_COLUMNS = [
   "has_dependents",
   "batch_id",
   "due",
+  "dead_letter",
   "awaited",
 ] as const;
 

@@ -40,6 +40,7 @@ const JOB_KEYS: Record<keyof JobOptions, true> = {
   dedupKey: true,
   throttle: true,
   debounce: true,
+  deadLetter: true,
   tenant: true,
   group: true,
   concurrencyKey: true,
@@ -89,7 +90,7 @@ export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({
   jobDefaults: true,
 });
 export const JOB_DEFAULTS_KEYS = keysOf<JobDefaults>({ maxAttempts: true, queues: true });
-export const QUEUE_JOB_DEFAULTS_KEYS = keysOf<QueueJobDefaults>({ maxAttempts: true });
+export const QUEUE_JOB_DEFAULTS_KEYS = keysOf<QueueJobDefaults>({ maxAttempts: true, deadLetter: true });
 
 /**
  * Checked before anything runs, at every public entry point: a typo'd option (`tenantId`,

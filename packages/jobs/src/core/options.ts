@@ -71,6 +71,11 @@ export interface JobOptions {
   /** One pending job per key whose start each enqueue pushes back and whose payload it replaces. `enqueue` only. See `DebounceWindow`. */
   debounce?: DebounceWindow;
   /**
+   * The queue this job goes to, as a `DEAD_LETTER_TASK` job (see `DeadLetterPayload`), when it
+   * fails for good. Default: its queue's `jobDefaults` entry, else none; null = none.
+   */
+  deadLetter?: string | null;
+  /**
    * Owner of the job (an organisation id): tenant-scoped reads never see other tenants' jobs.
    * Leave it out for a job without a tenant; an empty or non-string tenant is a JobError.
    */
@@ -313,6 +318,8 @@ export interface JobDefaults {
 export interface QueueJobDefaults {
   /** Total runs allowed, first included, for this queue's jobs (1 to 1,000,000). */
   maxAttempts?: number;
+  /** The dead-letter queue of this queue's jobs (another queue), for jobs enqueued without `deadLetter`. */
+  deadLetter?: string;
 }
 
 /** A lease to grant, in seconds: the one minimum for every entry point that takes a lease. */

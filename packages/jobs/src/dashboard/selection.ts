@@ -1,6 +1,8 @@
 import type { JobsDatabase } from "../core/database.js";
 import { JobError } from "../base/errors.js";
 import { cancelJob, retryJob } from "../maintenance/admin.js";
+import { getJob } from "../reads/status.js";
+import { DEAD_LETTER_TASK, redriveDeadLetter } from "../run/dead-letter.js";
 import type { BulkVerb } from "../maintenance/bulk.js";
 
 // "Retry selected" / "Cancel selected" on the job list: the ids the operator ticked, each acted on
@@ -43,7 +45,7 @@ export async function actOnSelection(db: JobsDatabase, verb: BulkVerb, ids: read
   for (const id of ids) {
     const acted =
       verb === "retry"
-        ? await retryJob(id, { db, ...scoped }).catch((error: unknown) => {
+        ? await retryOne(db, id, tenant).catch((error: unknown) => {
             // The id is a valid one: a JobError can only say that its dedup key is held.
             if (error instanceof JobError) return false;
             throw error;
@@ -52,4 +54,15 @@ export async function actOnSelection(db: JobsDatabase, verb: BulkVerb, ids: read
     if (!acted) refused.push(id);
   }
   return { verb, done: ids.length - refused.length, of: ids.length, refused };
+}
+
+/**
+ * Retrying a dead letter (a pending `DEAD_LETTER_TASK` job) sends its job back to its queue,
+ * as a new job, and cancels the letter (run/dead-letter.ts); any other job is retried itself.
+ */
+async function retryOne(db: JobsDatabase, id: number, tenant: string | null): Promise<boolean> {
+  const scoped = tenant === null ? {} : { tenant };
+  const job = await getJob(id, { db, ...scoped });
+  if (job?.task === DEAD_LETTER_TASK) return job.status === "pending" && (await redriveDeadLetter(db, id, tenant));
+  return retryJob(id, { db, ...scoped });
 }

@@ -23,6 +23,7 @@ const PG_COLUMNS: readonly PgColumn[] = [
   { value: (j) => j.concurrencyKey, type: "text", expr: (r) => r },
   { value: (j) => j.maxSnoozes, type: "int", expr: (r) => r },
   { value: isDue, type: "bool", expr: (r) => r },
+  { value: (j) => j.deadLetter, type: "text", expr: (r) => r },
 ];
 const PAYLOAD_COLUMN = 2;
 

@@ -5,10 +5,10 @@ import { isUniqueViolation } from "../core/sql-errors.js";
 import { valuesList, type PerDialect, type Script } from "../core/sql.js";
 
 /** Parameters per row, in NewJob's order (INSERT_COLUMNS); `due` is computed from the delay, group and key (isDue). */
-const ROW_PARAMS = 13;
+const ROW_PARAMS = 14;
 const row = (db: JobsDatabase) => (p: (n: number) => string) =>
   `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)}, ` +
-  `CASE WHEN ${p(6)} > 0 AND ${p(11)} = '' AND ${p(12)} = '' THEN 0 ELSE 1 END)`;
+  `CASE WHEN ${p(6)} > 0 AND ${p(11)} = '' AND ${p(12)} = '' THEN 0 ELSE 1 END, ${p(14)})`;
 
 // PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
 // `mayConflict`: several rows, one of them with a key (a row that may lose to another's key while
@@ -102,6 +102,7 @@ export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string
       j.group,
       j.concurrencyKey,
       j.maxSnoozes,
+      j.deadLetter,
     ]),
   };
 }

@@ -1,7 +1,7 @@
 import { JobError } from "../base/errors.js";
 import { DEFAULT_AVAILABLE_IN, DEFAULT_MAX_SNOOZES, DEFAULT_PRIORITY, MAX_MAX_ATTEMPTS, type JobOptions } from "../core/options.js";
 import type { DatabaseSettings } from "../core/database.js";
-import { defaultMaxAttempts } from "../core/job-defaults.js";
+import { checkDeadLetter, defaultDeadLetter, defaultMaxAttempts } from "../core/job-defaults.js";
 import { ENQUEUE_ITEM_KEYS } from "../core/option-keys.js";
 import { toJsonText } from "../base/payload.js";
 import { sealJson } from "../base/payload-codec.js";
@@ -28,7 +28,7 @@ const ITEM_KEY_SET = new Set(ENQUEUE_ITEM_KEYS);
  * the last, `due`, is derived from the delay, the group and the key (see isDue).
  */
 export const INSERT_COLUMNS =
-  "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context, group_key, concurrency_key, max_snoozes, due";
+  "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context, group_key, concurrency_key, max_snoozes, due, dead_letter";
 
 /**
  * Whether a new job goes into the claim index (migration 19): all but a plain job that waits.
@@ -53,6 +53,8 @@ export interface NewJob {
   throttle: ThrottledJob["throttle"];
   /** The `debounce` option; such a job is enqueued by enqueueDebounced, its delay the window's first. */
   debounce: DebouncedJob["debounce"];
+  /** The queue it goes to when it fails for good, or null (run/dead-letter.ts). */
+  deadLetter: string | null;
   /** JSON of the enqueuing span's context (OpenTelemetry), or null. */
   trace: string | null;
   /** The fair-share group ('' for none): the `group` option, else the tenant. */
@@ -154,6 +156,12 @@ export function prepareJob(
     dedupKey: options.dedupKey == null ? null : checkJobKey(options.dedupKey, field("dedupKey"), scheduler),
     throttle: options.throttle === undefined ? null : checkThrottle(options, field),
     debounce,
+    deadLetter:
+      options.deadLetter === undefined
+        ? defaultDeadLetter(settings.jobDefaults, queue)
+        : options.deadLetter === null
+          ? null
+          : checkDeadLetter(options.deadLetter, queue, field("deadLetter")),
     trace: null,
     group: group === "" ? (tenant ?? "") : group,
     concurrencyKey: options.concurrencyKey === undefined ? "" : checkFlowKey(options.concurrencyKey, field("concurrencyKey")),

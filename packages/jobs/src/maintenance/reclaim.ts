@@ -2,6 +2,7 @@ import { resolveDb } from "../core/connect.js";
 import type { JobsDatabase } from "../core/database.js";
 import { lockUpdateRead } from "../core/lock-update-read.js";
 import { settleEndedIds } from "../dependencies/flow-release.js";
+import { sendDeadLetters } from "../run/dead-letter.js";
 import { whileEnding } from "../run/ended.js";
 import { recordAttempts } from "../run/attempts.js";
 import { forDialect, runSql, type PerDialect, type Script } from "../core/sql.js";
@@ -119,6 +120,7 @@ export async function reclaimJobs(db: JobsDatabase, silentFor: number | null, qu
     db.executor.transaction(async (tx) => {
       const reclaimed = (await runSql<ReclaimedRow>(tx, forDialect(RECLAIM, db.dialect, "reclaim")(db), [silentFor, queue, WORKER_LOST_PREFIX])).rows;
       const failed = reclaimed.filter((r) => r.status === "failed").map((r) => Number(r.id));
+      await sendDeadLetters(db, tx, failed);
       await settleEndedIds(db, tx, failed, "failed");
       // The lost attempt of a job that runs again goes to its attempts history, in this transaction.
       await recordAttempts(

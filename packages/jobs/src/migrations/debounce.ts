@@ -15,15 +15,32 @@ export const DEBOUNCE_TABLE = "jobs_debounce";
  * only inside the transaction that made the row.
  */
 const statements: Record<DialectName, (names: SchemaNames) => string[]> = {
-  postgres: ({ named }) => [`CREATE TABLE IF NOT EXISTS ${named(DEBOUNCE_TABLE)} (debounce_key text PRIMARY KEY, job_id bigint)`],
-  sqlite: ({ named }) => [`CREATE TABLE IF NOT EXISTS ${named(DEBOUNCE_TABLE)} (debounce_key TEXT PRIMARY KEY, job_id INTEGER) WITHOUT ROWID`],
-  mysql: ({ named }) => [
+  postgres: ({ table, named }) => [
+    `CREATE TABLE IF NOT EXISTS ${named(DEBOUNCE_TABLE)} (debounce_key text PRIMARY KEY, job_id bigint)`,
+    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS dead_letter text`,
+    `ALTER TABLE ${named("jobs_history")} ADD COLUMN IF NOT EXISTS dead_letter text`,
+  ],
+  sqlite: ({ table, named }) => [
+    `CREATE TABLE IF NOT EXISTS ${named(DEBOUNCE_TABLE)} (debounce_key TEXT PRIMARY KEY, job_id INTEGER) WITHOUT ROWID`,
+    `ALTER TABLE ${table} ADD COLUMN dead_letter TEXT`,
+    `ALTER TABLE ${named("jobs_history")} ADD COLUMN dead_letter TEXT`,
+  ],
+  mysql: ({ table, named }) => [
     `CREATE TABLE IF NOT EXISTS ${named(DEBOUNCE_TABLE)} (debounce_key VARCHAR(255) NOT NULL PRIMARY KEY, job_id BIGINT)
       ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin`,
+    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS dead_letter VARCHAR(255) NULL`,
+    `ALTER TABLE ${named("jobs_history")} ADD COLUMN IF NOT EXISTS dead_letter VARCHAR(255) NULL`,
   ],
 };
 
+/**
+ * Migration 22 also adds `dead_letter` to the live jobs table: the queue a job that fails for good
+ * is routed to (run/dead-letter.ts), set at enqueue from the `deadLetter` option or the queue's
+ * `jobDefaults`, so any process that settles the failure (a worker, the sweep, the CLI's
+ * reclaim) routes it without configuration of its own. Null for most jobs. History has it too
+ * (a stored column, core/job-row.ts): a failed job retried from history keeps its route.
+ */
 /** Migration 22 for `dialect`. */
 export function debounceKeys(dialect: DialectName): Migration {
-  return { version: 22, name: "debounce_keys", statements: statements[dialect] };
+  return { version: 22, name: "debounce_keys_dead_letters", statements: statements[dialect] };
 }

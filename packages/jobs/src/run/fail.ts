@@ -3,6 +3,7 @@ import { dueAfter } from "./due.js";
 import { settleEndedIds } from "../dependencies/flow-release.js";
 import { whileEnding } from "./ended.js";
 import { recordAttempts } from "./attempts.js";
+import { sendDeadLetters } from "./dead-letter.js";
 import { sealText } from "../base/payload-codec.js";
 
 export type FailureOutcome =
@@ -73,6 +74,7 @@ export async function failJob(db: JobsDatabase, id: number, token: string, outco
   return whileEnding(db, () =>
     db.executor.transaction(async (tx) => {
       if ((await tx.query(failSql(db), params, "fail")).rowCount === 0) return false;
+      await sendDeadLetters(db, tx, [id]);
       await settleEndedIds(db, tx, [id], "failed");
       return true;
     }),
