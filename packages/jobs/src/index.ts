@@ -76,7 +76,9 @@ export type {
   StatusCountsByState,
   TaskName,
   PayloadOf,
+  WaitForEventOptions,
 } from "./base/types.js";
+export { sendEvent, type SendEventOptions } from "./events/send.js";
 export { fromQuery } from "./core/connect.js";
 export type { QuerySource, QueryAnswer } from "./db/query-executor.js";
 export { checkpointIn } from "./run/checkpoint-in.js";

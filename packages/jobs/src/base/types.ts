@@ -161,6 +161,25 @@ export interface JobContext {
   sleep(name: string, seconds: number): Promise<void>;
   /** As `sleep`, until `date` (compared with the database clock); a date already past still ends the run once. */
   sleepUntil(name: string, date: Date): Promise<void>;
+  /**
+   * A durable wait for an event (`sendEvent`) of the name `event` and key `key`, of this job's
+   * tenant: ends the run here (it throws; let it propagate) without using an attempt or holding a
+   * slot; the job is `waiting` until such an event comes (its data is returned) or `timeout`
+   * seconds pass (null is returned), then runs again from the top. An event sent at or after the
+   * job was created, before the wait began, is delivered at once. `name` identifies the wait like
+   * a step's: its answer is saved, and later runs get it back without waiting.
+   */
+  waitForEvent<T = unknown>(name: string, options: WaitForEventOptions): Promise<T | null>;
+}
+
+/** What `ctx.waitForEvent` waits for. */
+export interface WaitForEventOptions {
+  /** The event's name, as given to `sendEvent`. */
+  event: string;
+  /** The key the event must carry (an order id…): only an event of this key wakes the wait. */
+  key: string;
+  /** Seconds to wait at most (database clock), more than 0; left out, the wait lasts until the event comes. */
+  timeout?: number;
 }
 
 /** `(payload, ctx) => result`; the resolved value is stored as the job's `result` (JSON). */

@@ -1,4 +1,5 @@
 import { resolveDb } from "../core/connect.js";
+import { pruneEvents } from "../events/event-prune.js";
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import { JobError } from "../base/errors.js";
@@ -142,6 +143,7 @@ export async function prune(options: PruneOptions): Promise<number> {
   // The edges of pruned jobs whose dependents had all ended.
   if (deleted > 0 && into === undefined) await pruneFlowEdges(db);
   if (deleted > 0 && into === undefined) await pruneAttempts(db);
+  if (into === undefined) await pruneEvents(db, olderThan);
   return deleted;
 }
 
@@ -156,6 +158,7 @@ export async function pruneHistory(options: PruneHistoryOptions): Promise<string
   checkPartitionsDialect(db, "pruneHistory", "pruneHistory");
   const dropped = await dropPartitions(db, olderThan);
   if (dropped.length > 0) await pruneAttempts(db);
+  await pruneEvents(db, olderThan);
   return dropped;
 }
 

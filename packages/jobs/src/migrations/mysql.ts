@@ -1,6 +1,7 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
+import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
@@ -268,6 +269,7 @@ export const mysqlMigrations: Migration[] = [
   operatorViews("mysql"),
   durableSteps("mysql"),
   dueFlag("mysql"),
+  eventWaits("mysql"),
   pausedQueues("mysql"),
   debounceKeys("mysql"),
   awaitedAndProgress("mysql"),

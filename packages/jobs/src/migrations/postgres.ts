@@ -1,6 +1,7 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
+import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
@@ -241,6 +242,7 @@ export const postgresMigrations: Migration[] = [
   operatorViews("postgres"),
   durableSteps("postgres"),
   dueFlag("postgres"),
+  eventWaits("postgres"),
   pausedQueues("postgres"),
   debounceKeys("postgres"),
   awaitedAndProgress("postgres"),

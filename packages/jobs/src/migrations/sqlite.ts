@@ -1,6 +1,7 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
+import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
 import { pausedQueues } from "./queues.js";
@@ -267,6 +268,7 @@ export const sqliteMigrations: Migration[] = [
   operatorViews("sqlite"),
   durableSteps("sqlite"),
   dueFlag("sqlite"),
+  eventWaits("sqlite"),
   pausedQueues("sqlite"),
   debounceKeys("sqlite"),
   awaitedAndProgress("sqlite"),

@@ -1,6 +1,7 @@
 import type { JobsDatabase } from "../core/database.js";
 import { dueAfter } from "./due.js";
 import { saveStep, stepsTable, type Wake } from "./step-store.js";
+import { writeEventWait, type EventWait } from "./wait-event.js";
 
 /**
  * The longest durable sleep, in seconds (366 days). Unlike a snooze (a retry "not now"), a
@@ -14,6 +15,8 @@ export interface SleepRequest {
   name: string;
   /** Null when the sleep was saved by an earlier run (woken before its time): its saved wake time stands. */
   wake: Wake | null;
+  /** Set when the run ends to wait for an event rather than for a time (`wake` is then null). */
+  wait?: EventWait;
 }
 
 /**
@@ -24,7 +27,9 @@ export class JobSleep extends Error {
   override readonly name = "JobSleep";
 
   constructor(readonly request: SleepRequest) {
-    super(`sleeping (step ${JSON.stringify(request.name)}); the run ends here and the job runs again from the top when it wakes`);
+    super(
+      `${request.wait ? "waiting for an event" : "sleeping"} (step ${JSON.stringify(request.name)}); the run ends here and the job runs again from the top when it wakes`,
+    );
   }
 }
 
@@ -50,6 +55,7 @@ class Fenced extends Error {}
  * does not count toward `maxSnoozes`. False when the job was no longer this run's.
  */
 export async function writeSleep(db: JobsDatabase, job: { id: number; token: string }, request: SleepRequest): Promise<boolean> {
+  if (request.wait) return writeEventWait(db, job, request.name, request.wait);
   try {
     return await db.executor.transaction(async (tx) => {
       if (request.wake !== null) {

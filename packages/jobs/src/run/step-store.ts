@@ -5,8 +5,10 @@ import { toDate } from "../core/job-row.js";
 import { STEPS_TABLE } from "../migrations/steps.js";
 import { timestampParam } from "../schedules/schedule-rows.js";
 
-/** What a durable step is: `ctx.step`'s work, or `ctx.sleep`'s wake time. */
-export type StepKind = "step" | "sleep";
+/** What a durable step is: `ctx.step`'s work, `ctx.sleep`'s wake time, `ctx.waitForEvent`'s event data, `ctx.invoke`'s child. */
+export type StepKind = "step" | "sleep" | "event" | "invoke";
+
+const KINDS: readonly string[] = ["step", "sleep", "event", "invoke"] satisfies StepKind[];
 
 /** One saved step, as a later run of its job reads it. */
 export interface SavedStep {
@@ -41,7 +43,7 @@ export async function loadSteps(db: JobsDatabase, jobId: number): Promise<Map<st
   const saved = new Map<string, SavedStep>();
   for (const row of rows) {
     saved.set(String(row.name), {
-      kind: row.kind === "sleep" ? "sleep" : "step",
+      kind: (KINDS.includes(row.kind) ? row.kind : "step") as StepKind,
       result: row.result === null ? null : String(row.result),
       wakeAt: row.wake_at === null || row.wake_at === undefined ? null : toDate(row.wake_at),
       due: Number(row.due) === 1,

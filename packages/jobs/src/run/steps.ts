@@ -5,6 +5,9 @@ import { toJsonText } from "../base/payload.js";
 import type { JobsDatabase } from "../core/database.js";
 import { JobSleep, MAX_SLEEP_SECONDS, type SleepRequest } from "./sleep.js";
 import { loadSteps, saveStep, type SavedStep, type StepKind, type StepRow } from "./step-store.js";
+import type { WaitForEventOptions } from "../base/types.js";
+import { checkEventWait } from "../events/event-input.js";
+import { findEvent } from "./wait-event.js";
 
 /** Longest step name, in characters (MariaDB's key column holds 255). */
 export const MAX_STEP_NAME_LENGTH = 255;
@@ -12,12 +15,15 @@ export const MAX_STEP_NAME_LENGTH = 255;
 /** What a run's steps need from it. */
 export interface StepScope {
   db: JobsDatabase;
-  job: { id: number; token: string };
+  job: { id: number; token: string; tenant?: string | null };
   /** Whether the run already knows it lost its job (its signal fired). */
   lost(): boolean;
   /** Tells the worker (event, signal) that a step's fenced write was refused. */
   fenced(write: "step" | "sleep"): void;
 }
+
+/** The context's call that makes a step of each kind, for errors. */
+const CALLS: Record<StepKind, string> = { step: "ctx.step", sleep: "ctx.sleep", event: "ctx.waitForEvent", invoke: "ctx.invoke" };
 
 /** A mistake in the handler's use of steps: running it again would make it again, so no retry. */
 class StepError extends JobError {
@@ -90,6 +96,27 @@ export class StepRun {
     await this.sleepFor(name, { at: date });
   }
 
+  /**
+   * `ctx.waitForEvent(name, { event, key, timeout })`: the saved answer (the event's data, or null
+   * for a timeout); else an event already sent since the job was created, saved now; else throws
+   * JobSleep to end the run, and the queue records the wait (run/wait-event.ts).
+   */
+  async waitForEvent(name: string, options: WaitForEventOptions): Promise<unknown> {
+    this.claimName(name, "event");
+    const wait = checkEventWait(name, options, this.scope.job.tenant ?? null, (message, field) => new StepError(message, field));
+    const found = await this.found(name, "event");
+    if (found) return found.result === null ? null : JSON.parse(found.result);
+    const { db, job } = this.scope;
+    const sent = await findEvent(db, db.executor, job.id, wait);
+    if (sent) {
+      const json = sent.data ?? "null";
+      if (!(await saveStep(db, db.executor, job, { name, kind: "event", result: json, durationMs: null, wake: null }))) throw this.refused(name, "event");
+      return JSON.parse(json);
+    }
+    this.sleeping = { name, wake: null, wait };
+    throw new JobSleep(this.sleeping);
+  }
+
   private async sleepFor(name: string, wake: { in: number } | { at: Date }): Promise<void> {
     const found = await this.found(name, "sleep");
     if (found?.due) return;
@@ -100,7 +127,7 @@ export class StepRun {
 
   /** Checks a name and takes it for this run; refuses any step once the run asked to sleep. */
   private claimName(name: string, kind: StepKind): void {
-    const call = kind === "step" ? "ctx.step" : "ctx.sleep";
+    const call = CALLS[kind];
     if (typeof name !== "string" || name.length === 0 || name.length > MAX_STEP_NAME_LENGTH) {
       throw new StepError(`${call}: name must be a non-empty string of at most ${MAX_STEP_NAME_LENGTH} characters, got ${describe(name)}`, "name");
     }
@@ -130,7 +157,7 @@ export class StepRun {
     const found = (await this.saved).get(name);
     if (found && found.kind !== kind) {
       throw new StepError(
-        `ctx.${kind}(${JSON.stringify(name)}): this job saved ${JSON.stringify(name)} as a ${found.kind}; a name must stay the same kind of step between runs`,
+        `${CALLS[kind]}(${JSON.stringify(name)}): this job saved ${JSON.stringify(name)} as a ${found.kind}; a name must stay the same kind of step between runs`,
         "name",
       );
     }
@@ -158,10 +185,10 @@ export class StepRun {
   }
 
   private refused(name: string, kind: StepKind): JobAbortedError {
-    this.scope.fenced(kind);
+    this.scope.fenced(kind === "sleep" ? "sleep" : "step");
     return new JobAbortedError(
       "lease-lost",
-      `ctx.${kind}(${JSON.stringify(name)}): job ${this.scope.job.id} was taken over or cancelled; this run no longer owns it, so nothing was saved`,
+      `${CALLS[kind]}(${JSON.stringify(name)}): job ${this.scope.job.id} was taken over or cancelled; this run no longer owns it, so nothing was saved`,
     );
   }
 }

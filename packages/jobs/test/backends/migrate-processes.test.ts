@@ -61,6 +61,8 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
               "jobs_counts",
               "jobs_debounce",
               "jobs_dependencies",
+              "jobs_events",
+              "jobs_event_locks",
               "jobs_groups",
               "jobs_history",
               "jobs_keys",
@@ -69,6 +71,7 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
               "jobs_queues",
               "jobs_schedules",
               "jobs_steps",
+              "jobs_waits",
               "jobs_workers",
             ]);
             expect(indexes).toEqual(
