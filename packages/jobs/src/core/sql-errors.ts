@@ -50,3 +50,16 @@ export function isMissingPartition(error: unknown): boolean {
   const message = (error as { message?: unknown } | null)?.message;
   return code === "23514" && typeof message === "string" && message.includes("no partition");
 }
+
+/**
+ * The refusal of an ending write by history's primary key (MariaDB, SQLite): the live table's
+ * ids restarted below history's (run/reused-ids.ts). PostgreSQL's history has no unique id.
+ */
+export function isHistoryIdTaken(error: unknown, dialect: DialectName, historyTable: string): boolean {
+  const { code, errno } = errorCode(error);
+  const message = (error as { message?: unknown } | null)?.message;
+  const text = typeof message === "string" ? message : "";
+  if (dialect === "mysql") return errno === 1062 && /for key '(?:[^']*\.)?PRIMARY'/.test(text);
+  if (dialect === "sqlite") return typeof code === "string" && code.startsWith("SQLITE_CONSTRAINT") && text.includes(`${historyTable}.id`);
+  return false;
+}

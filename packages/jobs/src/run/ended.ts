@@ -1,9 +1,9 @@
-import type { JobsDatabase } from "../core/database.js";
+import { HISTORY_TABLE, type JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import { STORED_COLUMNS, type StoredColumn } from "../core/job-row.js";
 import { ensureDays } from "../maintenance/partitions.js";
-import { isMissingPartition } from "../core/sql-errors.js";
-import { isHistoryIdTaken, mendReusedIds } from "./reused-ids.js";
+import { isHistoryIdTaken, isMissingPartition } from "../core/sql-errors.js";
+import { mendReusedIds } from "./reused-ids.js";
 import { announceEnded } from "./end-wakeups.js";
 
 /**
@@ -88,7 +88,7 @@ export async function whileEnding<T>(db: JobsDatabase, write: () => Promise<T>):
     return ended(db, await write());
   } catch (error) {
     if (isMissingPartition(error)) readiness.delete(db);
-    if (!isHistoryIdTaken(db, error)) throw error;
+    if (!isHistoryIdTaken(error, db.dialect, HISTORY_TABLE)) throw error;
   }
   // The write rolled back; once the ids are mended it can only meet the same refusal again if
   // another restart came in between, which its caller retries as any other error.
