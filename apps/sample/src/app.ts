@@ -14,6 +14,7 @@ import { exportRoutes } from "./routes/exports.js";
 import { flowRoutes } from "./routes/flows.js";
 import { importRoutes } from "./routes/imports.js";
 import { jobRoutes } from "./routes/jobs.js";
+import { importPageRoutes } from "./routes/import-page.js";
 import { mailPreviewRoutes } from "./routes/mail-preview.js";
 import { notificationRoutes } from "./routes/notifications.js";
 import { passwordResetRoutes } from "./routes/password-resets.js";
@@ -66,6 +67,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   importRoutes(app, db, config);
   exportRoutes(app, db, config);
   jobRoutes(app, db);
+  importPageRoutes(app, db);
   adminRoutes(app, db, config.adminToken);
   mailPreviewRoutes(app, db, config);
   unsubscribeRoutes(app, db, config);

@@ -15,6 +15,8 @@ export interface JobContextLike {
   heartbeat?: () => Promise<boolean>;
   progress?: unknown;
   checkpoint?: Checkpoint;
+  /** Live progress for people watching (`@forge/jobs` throttles the writes); not the resume cursor. */
+  reportProgress?: (value: unknown) => Promise<boolean>;
 }
 
 /**
@@ -29,6 +31,8 @@ export interface Capabilities {
   heartbeat: (() => Promise<boolean>) | undefined;
   checkpoint: Checkpoint | undefined;
   progress: unknown;
+  /** Absent where the queue offers none: the import reports nothing then. */
+  reportProgress?: (value: unknown) => Promise<boolean>;
 }
 
 function member(ctx: object, name: string): unknown {
@@ -42,7 +46,9 @@ export function capabilities(ctx: unknown): Capabilities {
   const signal = member(ctx, "signal");
   const heartbeat = member(ctx, "heartbeat");
   const checkpoint = member(ctx, "checkpoint");
+  const reportProgress = member(ctx, "reportProgress");
   return {
+    ...(typeof reportProgress === "function" ? { reportProgress: (value: unknown) => reportProgress.call(ctx, value) as Promise<boolean> } : {}),
     signal: signal instanceof AbortSignal ? signal : undefined,
     heartbeat: typeof heartbeat === "function" ? () => heartbeat.call(ctx) as Promise<boolean> : undefined,
     checkpoint:

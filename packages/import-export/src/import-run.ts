@@ -76,6 +76,12 @@ export async function runImport(run: ImportRun): Promise<ImportReport> {
     pending = 0;
     const { bytes, records } = source.position();
     await writer.write(rows, line, (rejectsBytes) => report.progress(line, bytes, run.totalBytes, records - (options.header ? 1 : 0), rejectsBytes));
+    // For people watching (a progress bar): the counts so far and the estimate, after each batch.
+    // The queue throttles the writes; a report that fails changes nothing of the import.
+    if (capabilities.reportProgress) {
+      const { read, imported, rejected, estimatedTotal } = report.progress(line, bytes, run.totalBytes, records - (options.header ? 1 : 0));
+      void capabilities.reportProgress({ read, imported, rejected, estimatedTotal, bytes, totalBytes: run.totalBytes }).catch(() => undefined);
+    }
   };
 
   for await (const record of source.records) {
