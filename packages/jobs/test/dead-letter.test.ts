@@ -3,8 +3,21 @@
 // no attempt left — gets a DEAD_LETTER_TASK job in that queue, written in the failure's own
 // transaction; the original stays failed. Retrying a letter from the dashboard's selection sends
 // its job back to its queue.
+import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, DEAD_LETTER_TASK, enqueue, enqueueMany, getJob, JobError, processOne, reclaim, retryJob, type DeadLetterPayload } from "../src/index.js";
+import {
+  aesGcmCodec,
+  connect,
+  DEAD_LETTER_TASK,
+  enqueue,
+  enqueueMany,
+  getJob,
+  JobError,
+  processOne,
+  reclaim,
+  retryJob,
+  type DeadLetterPayload,
+} from "../src/index.js";
 import { actOnSelection } from "../src/dashboard/selection.js";
 import { backends, uniqueName, type TestDatabase } from "./helpers/backends.js";
 
@@ -129,6 +142,27 @@ describe.each(backends())("dead letters ($name)", (backend) => {
       return (await letters(dlq)).slice(-1);
     });
     expect(await actOnSelection(t.db, "retry", [second!], "org2")).toMatchObject({ done: 0, refused: [second] });
+  });
+
+  it("with a payloadCodec: the letter carries the payload and error as the handler saw them, sealed at rest, and a redrive gets the payload back", async () => {
+    const queue = uniqueName("dl-codec");
+    const dlq = `${queue}-dead`;
+    const db = connect(t.url, { ...(t.schema ? { schema: t.schema } : {}), payloadCodec: aesGcmCodec({ keys: { a: randomBytes(32) }, current: "a" }) });
+    try {
+      const id = await enqueue("charge", { card: "4111-1111-1111-1111" }, { db, queue, deadLetter: dlq });
+      await processOne({ charge: () => Promise.reject(permanent("card 4111-1111-1111-1111 declined")) }, { db, queue });
+      const [letterId] = await letters(dlq);
+      const letter = (await getJob(letterId!, { db }))!;
+      expect(letter.payload).toMatchObject({ id, payload: { card: "4111-1111-1111-1111" }, error: expect.stringMatching(/card 4111-1111-1111-1111 declined/) });
+      expect(letter.lastError).toMatch(/declined/);
+      const [raw] = await t.sql<{ payload: unknown; last_error: string }>("SELECT payload, last_error FROM {jobs} WHERE id = $1", [letterId]);
+      expect(JSON.stringify(raw)).not.toContain("4111");
+      expect(await actOnSelection(db, "retry", [letterId!], null)).toMatchObject({ done: 1 });
+      const [again] = await t.sql<{ id: number | string }>("SELECT id FROM {jobs} WHERE queue = $1 AND status = 'pending'", [queue]);
+      expect((await getJob(Number(again!.id), { db }))!.payload).toEqual({ card: "4111-1111-1111-1111" });
+    } finally {
+      await db.close();
+    }
   });
 
   it("refused: its own queue, not a name, and a queue default naming itself — a JobError, nothing written", async () => {

@@ -1,3 +1,4 @@
+import { openJson, openText } from "../base/payload-codec.js";
 import type { TaskName } from "../base/types.js";
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
@@ -46,12 +47,9 @@ function unbounded(db: JobsDatabase): EnqueueSettings {
   return { ...db.settings, maxPayloadBytes: Number.MAX_SAFE_INTEGER };
 }
 
+/** A stored payload as the job's handler saw it: opened with the database's payloadCodec when sealed. */
 function storedPayload(db: JobsDatabase, value: unknown): unknown {
-  try {
-    return db.sql.readJson(value);
-  } catch {
-    return value;
-  }
+  return openJson(db.sql.payloadCodec, db.sql.readJson(value));
 }
 
 /**
@@ -78,13 +76,13 @@ export async function sendDeadLetters(db: JobsDatabase, tx: Executor, ids: reado
       tenant: r.tenant ?? null,
       attempts: Number(r.attempts),
       maxAttempts: Number(r.max_attempts),
-      error: r.last_error,
+      error: r.last_error === null ? null : openText(db.sql.payloadCodec, r.last_error),
     };
     const options = { queue: r.dead_letter, deadLetter: null, ...(r.tenant === null ? {} : { tenant: r.tenant }) };
     return prepareJob(DEAD_LETTER_TASK, letter, options, r.dead_letter, settings, null);
   });
   const sent = await insertInTransaction(db, tx, letters);
-  // The error on the letter's row as well, as stored: the job list shows it there.
+  // The error on the letter's row as well, as stored (sealed when the original's is): the job list shows it there.
   for (const [i, id] of sent.entries()) await tx.query(`UPDATE ${db.table} SET last_error = $2 WHERE id = $1`, [id, rows[i]?.last_error ?? null]);
   return sent;
 }
