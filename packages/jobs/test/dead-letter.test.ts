@@ -78,6 +78,37 @@ describe.each(backends())("dead letters ($name)", (backend) => {
     expect((await job(letterId!)).lastError).toMatch(/worker/);
   });
 
+  it("the letter is written in the failure's transaction: when it cannot be written, the job is not failed either", async () => {
+    const queue = uniqueName("dl-atomic");
+    const dlq = `${queue}-dead`;
+    const trigger = uniqueName("no_letters");
+    const create = {
+      postgres: [
+        `CREATE FUNCTION ${t.tableName(trigger)}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no letters'; END $$`,
+        `CREATE TRIGGER ${trigger} BEFORE INSERT ON {jobs} FOR EACH ROW WHEN (NEW.queue = '${dlq}') EXECUTE FUNCTION ${t.tableName(trigger)}()`,
+      ],
+      sqlite: [`CREATE TRIGGER ${trigger} BEFORE INSERT ON jobs WHEN NEW.queue = '${dlq}' BEGIN SELECT RAISE(ABORT, 'no letters'); END`],
+      mysql: [
+        `CREATE TRIGGER ${t.tableName(trigger)} BEFORE INSERT ON {jobs} FOR EACH ROW BEGIN IF NEW.queue = '${dlq}' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no letters'; END IF; END`,
+      ],
+    }[backend.name];
+    for (const sql of create) await t.sql(sql);
+    const id = await enqueue("charge", null, { db: t.db, queue, deadLetter: dlq });
+    try {
+      await processOne({ charge: () => Promise.reject(permanent("declined")) }, { db: t.db, queue }).catch(() => undefined);
+      expect((await job(id)).status).toBe("running");
+      expect(await letters(dlq)).toEqual([]);
+    } finally {
+      await t.sql(
+        backend.name === "postgres" ? `DROP TRIGGER ${trigger} ON {jobs}` : `DROP TRIGGER ${backend.name === "mysql" ? t.tableName(trigger) : trigger}`,
+      );
+    }
+    // Its worker gone, the sweep fails it for good, and the letter goes with it.
+    await reclaim({ lease: 0, queue, db: t.db });
+    expect((await job(id)).status).toBe("failed");
+    expect(await letters(dlq)).toHaveLength(1);
+  });
+
   it("per queue through jobDefaults: every job of the queue unless it says deadLetter: null; enqueueMany items too", async () => {
     const queue = uniqueName("dl-q");
     const dlq = `${queue}-dead`;
