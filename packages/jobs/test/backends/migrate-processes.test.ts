@@ -68,6 +68,7 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
               "jobs_keys",
               "jobs_limits",
               "jobs_minutes",
+              "jobs_progress",
               "jobs_queues",
               "jobs_schedules",
               "jobs_steps",
