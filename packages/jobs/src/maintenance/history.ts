@@ -1,4 +1,5 @@
 import { stepsTable } from "../run/step-store.js";
+import { progressTable } from "../run/report-progress.js";
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
 import { qualified } from "../db/identifiers.js";
@@ -107,6 +108,8 @@ async function dropPartition(db: JobsDatabase, partition: string): Promise<boole
       await tx.query(minutesUpsert(db.minutesTable, minuteRows(partition, -1)));
       // A DROP fires no trigger either: the steps of its jobs go with it here (migrations/steps.ts).
       await tx.query(`DELETE FROM ${stepsTable(db)} WHERE job_id IN (SELECT id FROM ${partition})`);
+      // And their live progress (migrations/progress.ts).
+      await tx.query(`DELETE FROM ${progressTable(db)} WHERE job_id IN (SELECT id FROM ${partition})`);
       await tx.query(`DROP TABLE ${partition}`);
     });
     return true;
