@@ -133,10 +133,11 @@ describe.each(backends())("finished-job counts and batched prune ($name)", (back
     const inner = t.db.executor;
     const spy: Executor = Object.create(inner, {
       // The jobs' deletes only (after them, prune also drops the dependency edges, the recorded
-      // earlier attempts of pruned jobs, and old events with the waits of jobs no longer live).
+      // earlier attempts of pruned jobs, and old events with the waits of jobs no longer live; before
+      // them, the debounce keys of ended jobs).
       query: {
         value: (sql: string, params?: unknown[], name?: string) => (
-          /^\s*DELETE/.test(sql) && !/^\s*DELETE FROM \S*jobs_(dependencies|attempts|events|waits)/.test(sql) && deletes.push(sql),
+          /^\s*DELETE/.test(sql) && !/^\s*DELETE FROM \S*jobs_(dependencies|attempts|events|waits|debounce)/.test(sql) && deletes.push(sql),
           inner.query(sql, params, name)
         ),
       },

@@ -3,7 +3,7 @@
 // past `maxWait` after the first enqueue, and returns its id; once it has started, a new job.
 // Times are read from the database clock and compared with a tolerance for the test's own pace.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, enqueueMany, getJob, JobError, processOne } from "../src/index.js";
+import { cancelJob, enqueue, enqueueMany, getJob, JobError, processOne, prune } from "../src/index.js";
 import { enqueueBatch } from "../src/enqueue/batch-enqueue.js";
 import { backends, uniqueName, waitFor, type TestDatabase } from "./helpers/backends.js";
 
@@ -83,6 +83,20 @@ describe.each(backends())("debounce ($name)", (backend) => {
     expect((await job(retried)).status).toBe("pending");
     const next = await enqueue("boom", null, { db: t.db, queue: `${queue}-r`, maxAttempts: 3, debounce: { key: "r", seconds: 0.05 } });
     expect(next).not.toBe(retried);
+  });
+
+  it("prune() deletes the keys whose job has ended, and keeps those of pending jobs", async () => {
+    const queue = uniqueName("dq-prune");
+    const keys = async (key: string) =>
+      Number((await t.sql<{ n: number | string }>(`SELECT count(*) AS n FROM ${t.tableName("jobs_debounce")} WHERE debounce_key = $1`, [key]))[0]!.n);
+    const ended = await enqueue("p", null, { db: t.db, queue, debounce: { key: "prune:ended", seconds: 100 } });
+    await enqueue("p", null, { db: t.db, queue, debounce: { key: "prune:pending", seconds: 100 } });
+    expect(await cancelJob(ended, { db: t.db })).toBe(true);
+    expect([await keys("prune:ended"), await keys("prune:pending")]).toEqual([1, 1]);
+    await prune({ olderThan: 86_400, db: t.db });
+    expect([await keys("prune:ended"), await keys("prune:pending")]).toEqual([0, 1]);
+    // The key works as before: a new job, since its job had ended.
+    expect(await enqueue("p", null, { db: t.db, queue, debounce: { key: "prune:ended", seconds: 100 } })).not.toBe(ended);
   });
 
   it("50 concurrent enqueues of one key make one job, holding a payload of theirs", async () => {

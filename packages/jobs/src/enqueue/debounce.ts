@@ -168,3 +168,20 @@ async function pushed(db: JobsDatabase, tx: Executor, id: number, job: Debounced
   const { rowCount } = await tx.query(pushSql(db), [id, job.payload, window.seconds, window.maxWait ?? null]);
   return rowCount > 0;
 }
+
+/**
+ * Deletes the keys whose job has ended (it is in history): such a row makes no difference — the
+ * key's next enqueue makes a new job either way — but keys used once would otherwise stay
+ * forever. Only jobs in history, never "not in the live table": a key locked by an enqueue whose
+ * new job is not committed yet must keep its row. Called by prune().
+ */
+const PRUNE_KEYS: PerDialect<(keys: string, history: string) => string> = {
+  postgres: (k, h) => `DELETE FROM ${k} AS d WHERE EXISTS (SELECT 1 FROM ${h} AS h WHERE h.id = d.job_id)`,
+  sqlite: (k, h) => `DELETE FROM ${k} WHERE EXISTS (SELECT 1 FROM ${h} AS h WHERE h.id = ${k}.job_id)`,
+  mysql: (k, h) => `DELETE FROM ${k} WHERE EXISTS (SELECT 1 FROM ${h} AS h WHERE h.id = ${k}.job_id)`,
+};
+
+export async function pruneDebounceKeys(db: JobsDatabase): Promise<number> {
+  const sql = forDialect(PRUNE_KEYS, db.dialect, "prune debounce keys")(qualified(db.dialect, db.schema, DEBOUNCE_TABLE), db.historyTable);
+  return (await db.executor.query(sql, [])).rowCount;
+}

@@ -1,4 +1,5 @@
 import { resolveDb } from "../core/connect.js";
+import { pruneDebounceKeys } from "../enqueue/debounce.js";
 import { pruneEvents } from "../events/event-prune.js";
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
@@ -129,6 +130,8 @@ export async function prune(options: PruneOptions): Promise<number> {
   const batch = options.batchSize === undefined ? DEFAULT_PRUNE_BATCH : checkInteger(options.batchSize, "batchSize", 1, MAX_PRUNE_BATCH);
   const into = checkInto(options.into);
   const db = resolveDb(options.db);
+  // Before the ended jobs go: a key is known to be done with while its job is in history.
+  if (into === undefined) await pruneDebounceKeys(db);
   let deleted = 0;
   for (const step of into === "history" ? [moveBatch] : [pruneLegacyBatch, pruneBatch]) {
     for (;;) {
@@ -156,6 +159,7 @@ export async function pruneHistory(options: PruneHistoryOptions): Promise<string
   const olderThan = checkSeconds(options.olderThan, "olderThan");
   const db = resolveDb(options.db);
   checkPartitionsDialect(db, "pruneHistory", "pruneHistory");
+  await pruneDebounceKeys(db);
   const dropped = await dropPartitions(db, olderThan);
   if (dropped.length > 0) await pruneAttempts(db);
   await pruneEvents(db, olderThan);
