@@ -19,6 +19,13 @@ export const COUNTS_TABLE = "jobs_counts";
 /** Jobs ended done or failed per queue and minute, a ring kept by triggers (migration 10): what the dashboard's chart reads. */
 export const MINUTES_TABLE = "jobs_minutes";
 export const HISTORY_TABLE = "jobs_history";
+/**
+ * The dashboard's operator views (migration 17): the workers registry, one row per running worker
+ * (worker/registry.ts writes it, reads/workers.ts reads it), and the earlier attempts of jobs that
+ * ran more than once (run/attempts.ts writes them, reads/attempts.ts reads them).
+ */
+export const WORKERS_TABLE = "jobs_workers";
+export const ATTEMPTS_TABLE = "jobs_attempts";
 
 /** `jobDefaults` of connect(), checked (job-defaults.ts): what an enqueue falls back on. */
 export interface ResolvedJobDefaults {
@@ -67,6 +74,9 @@ export class JobsDatabase {
   readonly minutesTable: string;
   /** Ended jobs (done, failed, cancelled): the write that ends a job moves its row here (run/ended.ts). */
   readonly historyTable: string;
+  /** Live workers (worker/registry.ts) and the attempts that ended with the job running again (run/attempts.ts). */
+  readonly workersTable: string;
+  readonly attemptsTable: string;
   /** The LISTEN/NOTIFY channel of this schema's queue. */
   readonly channel: string;
 
@@ -91,6 +101,8 @@ export class JobsDatabase {
     this.countsTable = qualified(this.dialect, settings.schema, COUNTS_TABLE);
     this.minutesTable = qualified(this.dialect, settings.schema, MINUTES_TABLE);
     this.historyTable = qualified(this.dialect, settings.schema, HISTORY_TABLE);
+    this.workersTable = qualified(this.dialect, settings.schema, WORKERS_TABLE);
+    this.attemptsTable = qualified(this.dialect, settings.schema, ATTEMPTS_TABLE);
     this.channel = settings.schema ? `forge_jobs.${settings.schema}` : "forge_jobs";
   }
 

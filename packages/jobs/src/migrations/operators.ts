@@ -1,10 +1,6 @@
 import type { DialectName } from "../db/executor.js";
 import type { Migration, SchemaNames } from "./types.js";
-
-/** The workers registry: one row per running worker (worker/registry.ts writes it, reads/workers.ts reads it). */
-export const WORKERS_TABLE = "jobs_workers";
-/** The earlier attempts of jobs that ran more than once (run/attempts.ts writes it, reads/attempts.ts reads it). */
-export const ATTEMPTS_TABLE = "jobs_attempts";
+import { ATTEMPTS_TABLE, WORKERS_TABLE } from "../core/database.js";
 
 /**
  * Migration 17: what the dashboard's operator views read beside the jobs.

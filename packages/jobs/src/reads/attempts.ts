@@ -6,7 +6,6 @@ import { READ_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import type { ReadOptions } from "../core/options.js";
 import { checkJobId, checkTenant } from "../base/validate.js";
 import type { JobStatus } from "../base/types.js";
-import { attemptsTable } from "../run/attempts.js";
 import { isMissingTable } from "../flow/flow-overview.js";
 
 /** One attempt of a job: when it started and ended, the worker that ran it, and the error that ended it. */
@@ -56,7 +55,7 @@ export async function jobAttempts(db: JobsDatabase, id: number, tenant: string |
   const row = rows[0];
   if (!row) return null;
   const stored = await db.executor
-    .query<StoredAttempt>(`SELECT attempt, started_at, finished_at, worker, error FROM ${attemptsTable(db)} WHERE job_id = $1 ORDER BY attempt, finished_at`, [
+    .query<StoredAttempt>(`SELECT attempt, started_at, finished_at, worker, error FROM ${db.attemptsTable} WHERE job_id = $1 ORDER BY attempt, finished_at`, [
       id,
     ])
     // Before migration 17 no attempt was recorded apart: the job's own row tells the latest.

@@ -3,9 +3,7 @@ import type { JobsDatabase } from "../core/database.js";
 import type { DbLike } from "../core/options.js";
 import { DATABASE_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import { toDate } from "../core/job-row.js";
-import { qualified } from "../db/identifiers.js";
 import { isMissingTable } from "../flow/flow-overview.js";
-import { WORKERS_TABLE } from "../migrations/operators.js";
 
 /** A worker as the operator's views show it: its registry row (migration 17) and the jobs it holds. */
 export interface WorkerStatus {
@@ -44,7 +42,7 @@ interface RegistryRow {
  * migration 17 when no job runs.
  */
 export async function readWorkers(db: JobsDatabase): Promise<WorkerStatus[]> {
-  const workers = qualified(db.dialect, db.schema, WORKERS_TABLE);
+  const workers = db.workersTable;
   let registered: RegistryRow[] = [];
   try {
     registered = (

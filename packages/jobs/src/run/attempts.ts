@@ -1,7 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
-import { qualified } from "../db/identifiers.js";
-import { ATTEMPTS_TABLE } from "../migrations/operators.js";
 import { isMissingTable } from "../flow/flow-overview.js";
 
 /**
@@ -16,17 +14,12 @@ import { isMissingTable } from "../flow/flow-overview.js";
 export async function recordAttempts(db: JobsDatabase, tx: Executor, ids: readonly number[], ended = db.sql.now): Promise<void> {
   if (ids.length === 0) return;
   await tx.query(
-    `INSERT INTO ${attemptsTable(db)} (job_id, attempt, started_at, finished_at, worker, error)
+    `INSERT INTO ${db.attemptsTable} (job_id, attempt, started_at, finished_at, worker, error)
      SELECT id, attempts, started_at, ${ended}, locked_by, last_error FROM ${db.table}
      WHERE ${db.sql.inList("id", "$1")} AND started_at IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM ${attemptsTable(db)} AS a WHERE a.job_id = ${db.table}.id AND a.attempt = ${db.table}.attempts)`,
+       AND NOT EXISTS (SELECT 1 FROM ${db.attemptsTable} AS a WHERE a.job_id = ${db.table}.id AND a.attempt = ${db.table}.attempts)`,
     [[...ids]],
   );
-}
-
-/** The attempts table (migration 17), qualified like the jobs table. */
-export function attemptsTable(db: JobsDatabase): string {
-  return qualified(db.dialect, db.schema, ATTEMPTS_TABLE);
 }
 
 /**
@@ -35,7 +28,7 @@ export function attemptsTable(db: JobsDatabase): string {
  * ran more than once, and probes both job tables by primary key.
  */
 export async function pruneAttempts(db: JobsDatabase): Promise<number> {
-  const attempts = attemptsTable(db);
+  const attempts = db.attemptsTable;
   const gone = (table: string) => `NOT EXISTS (SELECT 1 FROM ${table} WHERE ${table}.id = ${attempts}.job_id)`;
   try {
     return (await db.executor.query(`DELETE FROM ${attempts} WHERE ${gone(db.table)} AND ${gone(db.historyTable)}`)).rowCount;

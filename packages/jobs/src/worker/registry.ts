@@ -1,10 +1,8 @@
 import { hostname } from "node:os";
 import type { JobsDatabase } from "../core/database.js";
-import { qualified } from "../db/identifiers.js";
 import { isMissingTable } from "../flow/flow-overview.js";
 import { EXTENSIONS_PER_LEASE } from "../run/lease.js";
 import { repeat } from "../base/timers.js";
-import { WORKERS_TABLE } from "../migrations/operators.js";
 
 /** What a worker says of itself in the registry (migration 17's jobs_workers). */
 export interface WorkerIdentity {
@@ -33,7 +31,7 @@ export class WorkerRegistry {
     private readonly db: JobsDatabase,
     private readonly identity: WorkerIdentity,
   ) {
-    this.table = qualified(db.dialect, db.schema, WORKERS_TABLE);
+    this.table = db.workersTable;
   }
 
   /**
