@@ -68,7 +68,7 @@ async function processReady(): Promise<number> {
   let finish!: () => void;
   const finished = new Promise<void>((resolve) => (finish = resolve));
   const t0 = performance.now();
-  const worker = await queue.startWorker({ concurrency: 10, onJob: () => void (++done === ready && finish()) });
+  const worker = await queue.startWorker({ concurrency: 10, variant: "default", onJob: () => void (++done === ready && finish()) });
   await finished;
   const ms = performance.now() - t0;
   await worker.stop();
