@@ -77,7 +77,9 @@ export type {
   TaskName,
   PayloadOf,
   WaitForEventOptions,
+  InvokeOptions,
 } from "./base/types.js";
+export { ChildJobError, type ChildAnswer } from "./run/invoke.js";
 export { sendEvent, type SendEventOptions } from "./events/send.js";
 export { fromQuery } from "./core/connect.js";
 export type { QuerySource, QueryAnswer } from "./db/query-executor.js";

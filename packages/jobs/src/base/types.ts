@@ -170,6 +170,27 @@ export interface JobContext {
    * a step's: its answer is saved, and later runs get it back without waiting.
    */
   waitForEvent<T = unknown>(name: string, options: WaitForEventOptions): Promise<T | null>;
+  /**
+   * Runs `task` as a child job and returns its result: enqueues the child once per step (same
+   * tenant, a re-run gets the same child), then ends the run (it throws; let it propagate) without
+   * using an attempt or holding a slot; the job is `waiting` on its child (a dependency) and runs
+   * again from the top when the child ended, and this call then returns the child's result — or
+   * throws `ChildJobError` if the child failed or was cancelled. `name` identifies it like a step's.
+   */
+  invoke<R = unknown>(name: string, task: string, payload?: unknown, options?: InvokeOptions): Promise<R>;
+}
+
+/**
+ * `ctx.invoke`'s options: the child's job options, as `enqueue`'s. Its tenant is the parent's and
+ * its idempotency key is the invocation's own, so those are not among them.
+ */
+export interface InvokeOptions {
+  queue?: string;
+  priority?: number;
+  maxAttempts?: number;
+  availableIn?: number;
+  group?: string;
+  concurrencyKey?: string;
 }
 
 /** What `ctx.waitForEvent` waits for. */

@@ -8,7 +8,7 @@ import { extendLeases } from "./lease.js";
 import { mayOverflowStatement, overStatementBudget } from "../core/packet.js";
 import { toJsonText } from "../base/payload.js";
 import { sealJson } from "../base/payload-codec.js";
-import type { DependencyInfo, Handlers, JobContext, JobHandler, JobInfo, WaitForEventOptions } from "../base/types.js";
+import type { DependencyInfo, Handlers, JobContext, JobHandler, JobInfo, InvokeOptions, WaitForEventOptions } from "../base/types.js";
 import type { RunDeps, RunOutcome } from "./settle.js";
 import { maintenanceHandler } from "../maintenance/maintenance.js";
 import { scheduledAtOf } from "../schedules/schedule-rows.js";
@@ -82,6 +82,8 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     sleepUntil: (name, date) => stepRun().sleepUntil(name, date),
     // The data is the sent event's stored JSON: its type is the caller's word (as a payload's).
     waitForEvent: <T>(name: string, options: WaitForEventOptions) => stepRun().waitForEvent(name, options) as Promise<T | null>,
+    // The result is the child's stored JSON: its type is the caller's word.
+    invoke: <R>(name: string, task: string, payload?: unknown, options?: InvokeOptions) => stepRun().invoke(name, task, payload, options) as Promise<R>,
   };
   function progressFenced(): void {
     deps.emitter.emit("job:fenced", { job: info, claimToken: job.token, write: "progress" });

@@ -2,6 +2,8 @@ import type { JobsDatabase } from "../core/database.js";
 import { dueAfter } from "./due.js";
 import { saveStep, stepsTable, type Wake } from "./step-store.js";
 import { writeEventWait, type EventWait } from "./wait-event.js";
+import { writeChildWait } from "./wait-child.js";
+import type { ChildWait } from "./invoke.js";
 
 /**
  * The longest durable sleep, in seconds (366 days). Unlike a snooze (a retry "not now"), a
@@ -15,8 +17,8 @@ export interface SleepRequest {
   name: string;
   /** Null when the sleep was saved by an earlier run (woken before its time): its saved wake time stands. */
   wake: Wake | null;
-  /** Set when the run ends to wait for an event rather than for a time (`wake` is then null). */
-  wait?: EventWait;
+  /** Set when the run ends to wait for an event or a child job rather than for a time (`wake` is then null). */
+  wait?: EventWait | ChildWait;
 }
 
 /**
@@ -28,7 +30,7 @@ export class JobSleep extends Error {
 
   constructor(readonly request: SleepRequest) {
     super(
-      `${request.wait ? "waiting for an event" : "sleeping"} (step ${JSON.stringify(request.name)}); the run ends here and the job runs again from the top when it wakes`,
+      `${request.wait ? `waiting for ${request.wait.kind === "event" ? "an event" : `child job ${request.wait.childId}`}` : "sleeping"} (step ${JSON.stringify(request.name)}); the run ends here and the job runs again from the top when it wakes`,
     );
   }
 }
@@ -55,7 +57,7 @@ class Fenced extends Error {}
  * does not count toward `maxSnoozes`. False when the job was no longer this run's.
  */
 export async function writeSleep(db: JobsDatabase, job: { id: number; token: string }, request: SleepRequest): Promise<boolean> {
-  if (request.wait) return writeEventWait(db, job, request.name, request.wait);
+  if (request.wait) return request.wait.kind === "event" ? writeEventWait(db, job, request.name, request.wait) : writeChildWait(db, job, request.wait);
   try {
     return await db.executor.transaction(async (tx) => {
       if (request.wake !== null) {

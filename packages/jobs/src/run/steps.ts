@@ -8,6 +8,7 @@ import { loadSteps, saveStep, type SavedStep, type StepKind, type StepRow } from
 import type { WaitForEventOptions } from "../base/types.js";
 import { checkEventWait } from "../events/event-input.js";
 import { findEvent } from "./wait-event.js";
+import { checkInvoke, childAnswer, ChildJobError, enqueueChild, type ChildAnswer } from "./invoke.js";
 
 /** Longest step name, in characters (MariaDB's key column holds 255). */
 export const MAX_STEP_NAME_LENGTH = 255;
@@ -117,6 +118,29 @@ export class StepRun {
     throw new JobSleep(this.sleeping);
   }
 
+  /**
+   * `ctx.invoke(name, task, payload, options)`: the saved answer (the child's result, or a
+   * ChildJobError if it failed or was cancelled); else enqueues the child (once per step: a re-run
+   * gets the same child) and, if it already ended, saves and returns its answer; else throws
+   * JobSleep to end the run, and the queue makes the job wait on its child (run/wait-child.ts).
+   */
+  async invoke(name: string, task: string, payload: unknown, options: unknown): Promise<unknown> {
+    this.claimName(name, "invoke");
+    const checked = checkInvoke(name, task, options, (message, field) => new StepError(message, field));
+    const found = await this.found(name, "invoke");
+    if (found) return answered(name, JSON.parse(found.result!) as ChildAnswer);
+    const { db, job } = this.scope;
+    const childId = await enqueueChild(db, { id: job.id, tenant: job.tenant ?? null }, name, task, payload, checked);
+    const ended = await childAnswer(db, childId);
+    if (ended) {
+      const json = JSON.stringify(ended);
+      if (!(await saveStep(db, db.executor, job, { name, kind: "invoke", result: json, durationMs: null, wake: null }))) throw this.refused(name, "invoke");
+      return answered(name, JSON.parse(json) as ChildAnswer);
+    }
+    this.sleeping = { name, wake: null, wait: { kind: "child", childId } };
+    throw new JobSleep(this.sleeping);
+  }
+
   private async sleepFor(name: string, wake: { in: number } | { at: Date }): Promise<void> {
     const found = await this.found(name, "sleep");
     if (found?.due) return;
@@ -191,6 +215,12 @@ export class StepRun {
       `${CALLS[kind]}(${JSON.stringify(name)}): job ${this.scope.job.id} was taken over or cancelled; this run no longer owns it, so nothing was saved`,
     );
   }
+}
+
+/** An invoked child's answer as `ctx.invoke` hands it back: its result, or its failure thrown. */
+function answered(name: string, child: ChildAnswer): unknown {
+  if (child.status === "done") return child.result;
+  throw new ChildJobError(name, child);
 }
 
 /** A saved result as the step hands it back: the same value on the first run and on every replay. */

@@ -29,8 +29,8 @@ export async function findEvent(db: JobsDatabase, executor: Executor, jobId: num
 /** The job was taken over: everything rolled back. */
 class Fenced extends Error {}
 
-/** The run's job back to pending, due now, its attempt given back: an event came as the run ended. */
-function requeueSql(db: JobsDatabase): string {
+/** The run's job back to pending, due now, its attempt given back: what it waits for came as the run ended. */
+export function requeueSql(db: JobsDatabase): string {
   return `
     UPDATE ${db.table}
     SET status = 'pending', run_at = ${db.sql.now},
