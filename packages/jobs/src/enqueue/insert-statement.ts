@@ -1,14 +1,17 @@
 import type { JobsDatabase } from "../core/database.js";
 import { pgInsert } from "./insert-postgres.js";
-import { hasKey, INSERT_COLUMNS, type InsertedRow, type NewJob } from "./new-job.js";
+import { hasKey, INSERT_COLUMNS, isDue, type InsertedRow, type NewJob } from "./new-job.js";
 import { isUniqueViolation } from "../core/sql-errors.js";
 import { valuesList, type PerDialect, type Script } from "../core/sql.js";
 
-/** Parameters per row, in NewJob's order (INSERT_COLUMNS); `due` is computed from the delay, group and key (isDue). */
-const ROW_PARAMS = 14;
+/**
+ * Parameters per row, in NewJob's order (INSERT_COLUMNS), `due` among them (isDue). Each is used
+ * once: the drivers send `$n` as `?`, one variable per use, and SQLite refuses a statement of
+ * more than 32,766 (a chunk of 2,000 rows).
+ */
+const ROW_PARAMS = 15;
 const row = (db: JobsDatabase) => (p: (n: number) => string) =>
-  `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)}, ` +
-  `CASE WHEN ${p(6)} > 0 AND ${p(11)} = '' AND ${p(12)} = '' THEN 0 ELSE 1 END, ${p(14)})`;
+  `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)}, ${p(14)}, ${p(15)})`;
 
 // PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
 // `mayConflict`: several rows, one of them with a key (a row that may lose to another's key while
@@ -102,6 +105,7 @@ export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string
       j.group,
       j.concurrencyKey,
       j.maxSnoozes,
+      db.sql.dueValue(isDue(j)),
       j.deadLetter,
     ]),
   };
