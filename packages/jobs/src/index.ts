@@ -18,7 +18,7 @@ export {
 export { handler } from "./base/handlers.js";
 export { listJobs, type ListJobsOptions, type JobListItem, type JobList } from "./reads/list.js";
 export { getJobAttempts, type JobAttempt } from "./reads/attempts.js";
-export { getJobSteps, type JobStep, type JobSteps } from "./reads/steps.js";
+export { getJobSteps, type JobStep, type JobSteps, type JobWaitingFor } from "./reads/steps.js";
 export { waitForJob, JobWaitTimeoutError, type WaitForJobOptions } from "./reads/wait-for-job.js";
 export { PROGRESS_WRITE_INTERVAL_MS } from "./run/report-progress.js";
 export { listWorkers, type WorkerStatus, type ListWorkersOptions } from "./reads/workers.js";

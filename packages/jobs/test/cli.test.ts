@@ -83,6 +83,7 @@ describe("forge-jobs CLI: usage", () => {
         "016_forge_jobs_running_without_lease.postgres.sql",
         "017_forge_jobs_workers_and_attempts.postgres.sql",
         "018_forge_jobs_durable_steps.postgres.sql",
+        "020_forge_jobs_event_waits.postgres.sql",
         "021_forge_jobs_paused_queues.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);

@@ -9,11 +9,13 @@ import { checkJobId, checkTenant } from "../base/validate.js";
 import type { JobStatus } from "../base/types.js";
 import { stepsTable } from "../run/step-store.js";
 import { isMissingTable } from "../flow/flow-overview.js";
+import { eventTables } from "../events/event-lock.js";
 
-/** One durable step of a job (`ctx.step`, `ctx.sleep`), as saved. */
+/** One durable step of a job (`ctx.step`, `ctx.sleep`, `ctx.waitForEvent`, `ctx.invoke`), as saved. */
 export interface JobStep {
   name: string;
-  kind: "step" | "sleep";
+  /** `event`: a wait's answer (the event's data, or null for a timeout); `invoke`: how a child job ended. */
+  kind: "step" | "sleep" | "event" | "invoke";
   /** `done`: saved (a step's result, a sleep that is over); `sleeping`: the sleep the job waits out now. */
   status: "done" | "sleeping";
   /** The job's attempt that saved it (a sleep gives its attempt back: the next run has the same number). */
@@ -34,9 +36,19 @@ export interface JobStep {
  */
 export interface JobSteps {
   steps: JobStep[];
-  /** The sleep it waits out (its step and wake time), or null when the job is not sleeping. */
-  waitingFor: { kind: "sleep"; step: string; until: Date } | null;
+  /** What the job waits for now (see JobWaitingFor), or null when it waits for nothing of its own. */
+  waitingFor: JobWaitingFor | null;
 }
+
+/**
+ * What a job waits for: the sleep it waits out (a `pending` job, due at `until`); the event a
+ * `waiting` job waits for (`until`: when its timeout ends the wait, null for none); the child
+ * job a `waiting` job waits for (`ctx.invoke`).
+ */
+export type JobWaitingFor =
+  | { kind: "sleep"; step: string; until: Date }
+  | { kind: "event"; step: string; event: string; key: string; until: Date | null }
+  | { kind: "child"; step: string; childId: number };
 
 /** The saved JSON's size in bytes, without reading it. */
 const BYTES: PerDialect<string> = {
@@ -81,7 +93,7 @@ export async function jobSteps(db: JobsDatabase, id: number, tenant: string | nu
     if (sleeping) waitingFor = { kind: "sleep", step: row.name, until: wakeAt! };
     return {
       name: row.name,
-      kind: row.kind === "sleep" ? "sleep" : "step",
+      kind: (STEP_KINDS.includes(row.kind) ? row.kind : "step") as JobStep["kind"],
       status: sleeping ? "sleeping" : "done",
       attempt: Number(row.attempt),
       durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
@@ -90,7 +102,29 @@ export async function jobSteps(db: JobsDatabase, id: number, tenant: string | nu
       savedAt: toDate(row.created_at),
     };
   });
+  if (job.status === "waiting") waitingFor = await waitOf(db, id);
   return { steps, waitingFor };
+}
+
+const STEP_KINDS: readonly string[] = ["step", "sleep", "event", "invoke"] satisfies JobStep["kind"][];
+
+/** The wait a `waiting` job recorded when its run ended (run/wait-event.ts, run/wait-child.ts); null for one waiting on its dependsOn. */
+async function waitOf(db: JobsDatabase, id: number): Promise<JobWaitingFor | null> {
+  const { rows } = await db.executor
+    .query<{ step: string; event: string; event_key: string; child_id: number | string | null; timeout_at: unknown }>(
+      `SELECT step, event, event_key, child_id, timeout_at FROM ${eventTables(db).waits} WHERE job_id = $1`,
+      [id],
+    )
+    // Before migration 20 no job waited for an event or a child.
+    .catch((error: unknown) => {
+      if (isMissingTable(error)) return { rows: [] };
+      throw error;
+    });
+  const [row] = rows;
+  if (row === undefined) return null;
+  if (row.child_id !== null) return { kind: "child", step: row.step, childId: Number(row.child_id) };
+  const until = row.timeout_at === null || row.timeout_at === undefined ? null : toDate(row.timeout_at);
+  return { kind: "event", step: row.step, event: row.event, key: row.event_key, until };
 }
 
 /**

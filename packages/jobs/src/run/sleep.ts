@@ -57,7 +57,8 @@ class Fenced extends Error {}
  * does not count toward `maxSnoozes`. False when the job was no longer this run's.
  */
 export async function writeSleep(db: JobsDatabase, job: { id: number; token: string }, request: SleepRequest): Promise<boolean> {
-  if (request.wait) return request.wait.kind === "event" ? writeEventWait(db, job, request.name, request.wait) : writeChildWait(db, job, request.wait);
+  if (request.wait)
+    return request.wait.kind === "event" ? writeEventWait(db, job, request.name, request.wait) : writeChildWait(db, job, request.name, request.wait);
   try {
     return await db.executor.transaction(async (tx) => {
       if (request.wake !== null) {

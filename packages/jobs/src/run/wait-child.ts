@@ -1,6 +1,7 @@
 import type { JobsDatabase } from "../core/database.js";
 import type { ChildWait } from "./invoke.js";
 import { requeueSql } from "./wait-event.js";
+import { eventTables } from "../events/event-lock.js";
 
 /** The job was taken over: everything rolled back. */
 class Fenced extends Error {}
@@ -31,7 +32,7 @@ function waitSql(db: JobsDatabase): string {
  * ended meanwhile (no longer live) makes the parent due again now instead. Fenced by the claim
  * token: false when the job was no longer this run's, nothing written.
  */
-export async function writeChildWait(db: JobsDatabase, job: { id: number; token: string }, wait: ChildWait): Promise<boolean> {
+export async function writeChildWait(db: JobsDatabase, job: { id: number; token: string }, step: string, wait: ChildWait): Promise<boolean> {
   try {
     return await db.executor.transaction(async (tx) => {
       const { rows } = await tx.query<{ status: string }>(lockChildSql(db), [wait.childId]);
@@ -44,6 +45,13 @@ export async function writeChildWait(db: JobsDatabase, job: { id: number; token:
       await tx.query(`DELETE FROM ${db.dependenciesTable} WHERE job_id = $1 AND depends_on_id = $2`, [job.id, wait.childId]);
       await tx.query(`INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id) VALUES ($1, $2)`, [job.id, wait.childId]);
       await tx.query(`UPDATE ${db.table} SET has_dependents = ${db.dialect === "postgres" ? "true" : "1"} WHERE id = $1`, [wait.childId]);
+      // What it waits for, for getJobSteps (no event: '' matches no event's name).
+      const { waits } = eventTables(db);
+      await tx.query(`DELETE FROM ${waits} WHERE job_id = $1`, [job.id]);
+      await tx.query(
+        `INSERT INTO ${waits} (job_id, step, event, event_key, tenant, child_id, timeout_at, created_at) VALUES ($1, $2, '', '', '', $3, NULL, ${db.sql.now})`,
+        [job.id, step, wait.childId],
+      );
       return true;
     });
   } catch (error) {
