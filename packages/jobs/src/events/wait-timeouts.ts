@@ -1,5 +1,6 @@
 import type { JobsDatabase } from "../core/database.js";
 import { answerWaits, notifyAnswered } from "./answer-waits.js";
+import { isMissingTable } from "../flow/flow-overview.js";
 
 /** Waits answered per transaction: a long backlog of timeouts is taken in short transactions. */
 const TIMEOUT_BATCH = 100;
@@ -13,11 +14,17 @@ const TIMEOUT_BATCH = 100;
 export async function endTimedOutWaits(db: JobsDatabase): Promise<number> {
   let total = 0;
   for (;;) {
-    const answered = await db.executor.transaction(async (tx) => {
-      const rows = await answerWaits(db, tx, { where: `w.timeout_at <= ${db.sql.now}`, params: [], skipLocked: true, limit: TIMEOUT_BATCH }, null);
-      await notifyAnswered(db, tx, rows);
-      return rows.length;
-    });
+    const answered = await db.executor
+      .transaction(async (tx) => {
+        const rows = await answerWaits(db, tx, { where: `w.timeout_at <= ${db.sql.now}`, params: [], skipLocked: true, limit: TIMEOUT_BATCH }, null);
+        await notifyAnswered(db, tx, rows);
+        return rows.length;
+      })
+      // A worker of this version on a schema before migration 20: no wait to end yet.
+      .catch((error: unknown) => {
+        if (isMissingTable(error)) return 0;
+        throw error;
+      });
     total += answered;
     if (answered < TIMEOUT_BATCH) return total;
   }
