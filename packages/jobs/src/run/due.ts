@@ -29,13 +29,41 @@ export function dueAfter(db: JobsDatabase, runAt: string): string {
 
 const SCHEDULED = (db: JobsDatabase) => `status = 'pending' AND group_key = '' AND concurrency_key = '' AND ${db.sql.notDue} AND run_at <= ${db.sql.now}`;
 
-const PROMOTE: PerDialect<(db: JobsDatabase) => string> = {
-  // SKIP LOCKED: two workers promoting at once split the rows instead of waiting on each other.
-  postgres: (db) => `UPDATE ${db.table} SET due = true
-    WHERE id = ANY(ARRAY(SELECT id FROM ${db.table} WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
-  sqlite: (db) => `UPDATE ${db.table} SET due = 1 WHERE id IN (SELECT id FROM ${db.table} WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1)`,
-  mysql: (db) => `UPDATE ${db.table} SET due = 1 WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1`,
+/** Promotes up to PROMOTE_BATCH scheduled jobs whose time has come; returns how many. */
+const PROMOTE: PerDialect<(db: JobsDatabase) => Promise<number>> = {
+  // SKIP LOCKED: two workers promoting at once split the rows instead of waiting on each other,
+  // and a caller's uncommitted insert is passed over, not waited for.
+  postgres: async (db) =>
+    (
+      await db.executor.query(
+        `UPDATE ${db.table} SET due = true
+         WHERE id = ANY(ARRAY(SELECT id FROM ${db.table} WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+        [PROMOTE_BATCH],
+        "promote_due",
+      )
+    ).rowCount,
+  // A plain read first, and a write only when it found jobs: an UPDATE would take SQLite's write
+  // lock even to change nothing, and on MariaDB its range scan waits on the next-key lock of a
+  // caller's uncommitted insert of a delayed job (a non-locking read does not). The UPDATE by
+  // primary key then locks the rows it changes only, and re-checks them.
+  sqlite: readThenPromote,
+  mysql: readThenPromote,
 };
+
+async function readThenPromote(db: JobsDatabase): Promise<number> {
+  const { rows } = await db.executor.query<{ id: number | string }>(
+    `SELECT id FROM ${db.table} WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1`,
+    [PROMOTE_BATCH],
+    "scheduled_due",
+  );
+  if (rows.length === 0) return 0;
+  const { rowCount } = await db.executor.query(
+    `UPDATE ${db.table} SET due = ${db.sql.dueValue(true)} WHERE ${db.sql.inList("id", "$1")} AND ${SCHEDULED(db)}`,
+    [rows.map((r) => Number(r.id))],
+  );
+  // A full read: more may be waiting, whatever this write changed.
+  return rows.length >= PROMOTE_BATCH ? PROMOTE_BATCH : rowCount;
+}
 
 const lastPromotion = new WeakMap<Executor, number>();
 
@@ -48,8 +76,12 @@ export function promoteDue(db: JobsDatabase, always = false): Promise<void> | un
   const last = lastPromotion.get(db.executor);
   if (!always && last !== undefined && now - last < PROMOTE_EVERY_MS) return undefined;
   lastPromotion.set(db.executor, now);
-  return db.executor.query(forDialect(PROMOTE, db.dialect, "promote due")(db), [PROMOTE_BATCH], "promote_due").then(({ rowCount }) => {
+  return forDialect(
+    PROMOTE,
+    db.dialect,
+    "promote due",
+  )(db).then((promoted) => {
     // A full batch: more may be waiting, and the next claim promotes them without waiting its turn.
-    if ((rowCount ?? 0) >= PROMOTE_BATCH) lastPromotion.delete(db.executor);
+    if (promoted >= PROMOTE_BATCH) lastPromotion.delete(db.executor);
   });
 }
