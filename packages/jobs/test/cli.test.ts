@@ -83,8 +83,11 @@ describe("forge-jobs CLI: usage", () => {
         "016_forge_jobs_running_without_lease.postgres.sql",
         "017_forge_jobs_workers_and_attempts.postgres.sql",
         "018_forge_jobs_durable_steps.postgres.sql",
+        "019_forge_jobs_due_flag.postgres.sql",
         "020_forge_jobs_event_waits.postgres.sql",
         "021_forge_jobs_paused_queues.postgres.sql",
+        "022_forge_jobs_debounce_keys_dead_letters.postgres.sql",
+        "023_forge_jobs_awaited_and_progress.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);
