@@ -20,7 +20,10 @@ const SCHEMA = "probe_steps";
 const flag = process.argv.find((a) => a.startsWith("--backend="))?.split("=")[1];
 if (flag !== "sqlite" && flag !== "mysql" && flag !== "postgres") throw new Error("--backend=sqlite|mysql|postgres is required");
 const eventsFlag = process.argv.find((a) => a.startsWith("--events"));
-const [jobs = 2000, sends = 200] = process.argv.slice(2).filter((a) => !a.startsWith("--")).map(Number);
+const [jobs = 2000, sends = 200] = process.argv
+  .slice(2)
+  .filter((a) => !a.startsWith("--"))
+  .map(Number);
 const waiters = eventsFlag ? Number(eventsFlag.split("=")[1] ?? 100_000) : 0;
 
 const forge = await loadForge();
@@ -130,6 +133,8 @@ if (!eventsFlag) {
     await forge.sendEvent("activated", { i }, { key, db });
     times.push(performance.now() - s0);
   }
-  console.log(`${flag}: sendEvent to one of ${waiters} waiters, ${sends} sends: p50 ${quantile(times, 0.5).toFixed(2)} ms, p99 ${quantile(times, 0.99).toFixed(2)} ms`);
+  console.log(
+    `${flag}: sendEvent to one of ${waiters} waiters, ${sends} sends: p50 ${quantile(times, 0.5).toFixed(2)} ms, p99 ${quantile(times, 0.99).toFixed(2)} ms`,
+  );
 }
 await db.close();
