@@ -19,6 +19,7 @@ import { mailPreviewRoutes } from "./routes/mail-preview.js";
 import { notificationRoutes } from "./routes/notifications.js";
 import { passwordResetRoutes } from "./routes/password-resets.js";
 import { unsubscribeRoutes } from "./routes/unsubscribe.js";
+import { userRoutes } from "./routes/users.js";
 
 export interface BuildOptions {
   /** An open database (tests share theirs); default: opened from the config and closed with the app. */
@@ -74,6 +75,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   bounceRoutes(app, db, config, options.sns ?? httpsSnsClient());
   notificationRoutes(app, db, config);
   flowRoutes(app, db, config);
+  userRoutes(app, db);
   const exporter = options.metrics;
   if (exporter) {
     // The exporter writes the response itself, from the raw Node objects.

@@ -43,6 +43,10 @@ export interface AppConfig {
   host: string;
   /** Where the worker serves `/metrics` for Prometheus (`METRICS_PORT`, on HOST); unset = no endpoint. The web process serves its own on PORT. */
   metricsPort?: number | undefined;
+  /** How long the onboarding job sleeps after the welcome mail (`ONBOARDING_SLEEP_SECONDS`, default 3 days); see src/onboarding.ts. */
+  onboardingSleepSeconds?: number | undefined;
+  /** How long it then waits for the user's activation before the reminder (`ONBOARDING_ACTIVATION_TIMEOUT_SECONDS`, default 7 days). */
+  onboardingActivationTimeoutSeconds?: number | undefined;
   /** Largest CSV upload, in bytes (413 above). */
   maxUploadBytes: number;
   /** The app's public base URL (`PUBLIC_URL`, https), for links in mail such as one-click unsubscribe. */
@@ -131,6 +135,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = appEnvironment()): AppConfig
     host: env.HOST || "127.0.0.1",
     metricsPort: env.METRICS_PORT ? positiveInt(env, "METRICS_PORT", 0, 1, 65535) : undefined,
     maxUploadBytes: positiveInt(env, "MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 1024 * 1024 * 1024),
+    // The queue's limit for a sleep and for an event wait's timeout: 366 days.
+    onboardingSleepSeconds: positiveInt(env, "ONBOARDING_SLEEP_SECONDS", 3 * 86_400, 0, 366 * 86_400),
+    onboardingActivationTimeoutSeconds: positiveInt(env, "ONBOARDING_ACTIVATION_TIMEOUT_SECONDS", 7 * 86_400, 1, 366 * 86_400),
     ...unsubscribeSettings(env),
     ...bounceSettings(env),
   };

@@ -9,6 +9,7 @@ import { openDatabase, type AppDatabase } from "./db.js";
 import { DIGEST_TASK, digestHandler } from "./digest.js";
 import { suppressionList } from "./suppression.js";
 import { CAMPAIGN_SENT_TASK, flowHandlers, IMPORT_REPORT_TASK } from "./flows.js";
+import { ONBOARDING_TASK, onboardingHandlers } from "./onboarding.js";
 
 // Its own module so that the modules handlers.ts imports (digest.ts, flows.ts, notifications.ts)
 // name the queues without importing handlers.ts back.
@@ -54,7 +55,10 @@ function orgOf(ctx: JobContext): string {
  * under that org's folder only — a payload can never reach another org's upload.
  */
 export function createHandlers(
-  config: Pick<AppConfig, "dataDir" | "smtpUrl" | "smtpPoolConnections" | "mailFrom" | "mailProvider">,
+  config: Pick<
+    AppConfig,
+    "dataDir" | "smtpUrl" | "smtpPoolConnections" | "mailFrom" | "mailProvider" | "onboardingSleepSeconds" | "onboardingActivationTimeoutSeconds"
+  >,
   db: AppDatabase,
   mail: MailHandler = mailHandler(config, db),
 ) {
@@ -65,6 +69,9 @@ export function createHandlers(
 
     // An import's report to the org's admins, a campaign batch's callback (src/flows.ts).
     ...flowHandlers(db, config),
+
+    // A user's welcome, pause, wait for activation, then thanks or reminder (src/onboarding.ts).
+    ...onboardingHandlers(db, config),
 
     [IMPORT_JOB_TASK]: (payload: unknown, ctx: JobContext) => {
       const org = orgOf(ctx);
@@ -84,7 +91,7 @@ export function createHandlers(
 }
 
 /** Every task createHandlers serves (a test keeps the two in step). */
-export const TASKS = [MAIL_JOB_TASK, DIGEST_TASK, IMPORT_JOB_TASK, EXPORT_JOB_TASK, IMPORT_REPORT_TASK, CAMPAIGN_SENT_TASK] as const;
+export const TASKS = [MAIL_JOB_TASK, DIGEST_TASK, IMPORT_JOB_TASK, EXPORT_JOB_TASK, IMPORT_REPORT_TASK, CAMPAIGN_SENT_TASK, ONBOARDING_TASK] as const;
 
 type AnyHandler = (payload: unknown, ctx: JobContext) => Promise<unknown>;
 let fromEnvironment: Record<string, AnyHandler> | undefined;

@@ -2,6 +2,7 @@ import { migrate } from "@forge/jobs";
 import type { AppDatabase } from "./db.js";
 import { flowTables } from "./flows.js";
 import { notificationTables } from "./notifications.js";
+import { userTables } from "./onboarding.js";
 import { suppressionTables } from "./suppression.js";
 
 // Apart from db.ts: the schema names every feature's tables, and every feature takes the
@@ -58,7 +59,7 @@ export async function migrateApp(db: AppDatabase): Promise<void> {
   await db.transaction(async (sql) => {
     // Two processes starting together would race on CREATE TABLE IF NOT EXISTS in PostgreSQL.
     if (dialect === "postgres") await sql.query("SELECT pg_advisory_xact_lock(hashtext('forge_sample_migrate'))");
-    for (const statement of [...APP_TABLES[dialect](db), ...notificationTables(db), ...suppressionTables(db), ...flowTables(db, dialect)])
+    for (const statement of [...APP_TABLES[dialect](db), ...notificationTables(db), ...suppressionTables(db), ...flowTables(db, dialect), ...userTables(db)])
       await sql.query(statement);
   });
 }
