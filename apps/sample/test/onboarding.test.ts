@@ -42,10 +42,10 @@ describe.each(names)("onboarding: welcome, pause, wait for activation, thanks or
   });
 
   /** A worker on the app's queues with the onboarding's durations given; a small sweep ends timed-out waits quickly. */
-  function startWorker(activationTimeoutSeconds: number) {
+  function startWorker(activationTimeoutSeconds: number, sleepSeconds = 1) {
     const stop = new AbortController();
     const handlers = createHandlers(
-      { ...env.config, smtpUrl: smtp.url, onboardingSleepSeconds: 1, onboardingActivationTimeoutSeconds: activationTimeoutSeconds },
+      { ...env.config, smtpUrl: smtp.url, onboardingSleepSeconds: sleepSeconds, onboardingActivationTimeoutSeconds: activationTimeoutSeconds },
       env.db,
     );
     const running = runWorker(handlers, { db: env.db.jobs, queue: Object.values(QUEUES), pollInterval: 0.1, sweepInterval: 0.2, signal: stop.signal });
@@ -93,6 +93,18 @@ describe.each(names)("onboarding: welcome, pause, wait for activation, thanks or
     // A second activation sends nothing more; an unknown user is a 404.
     expect(await (await post(`/orgs/acme/users/${id}/activate`)).json()).toEqual({ id, woken: 0 });
     expect((await post(`/orgs/acme/users/999999/activate`)).status).toBe(404);
+  });
+
+  it("activated during the pause, before the job waits: no job woken then, and the wait gets the event when it begins", async () => {
+    // A longer pause here, so that the activation surely lands in it on a busy machine.
+    startWorker(60, 3);
+    const { id, jobId } = await signUp("umbrella", "lin@example.org");
+    await waitFor("the pause", async () => (await steps(jobId, "umbrella")).waitingFor?.kind === "sleep");
+    expect(await (await post(`/orgs/umbrella/users/${id}/activate`)).json()).toEqual({ id, woken: 0 });
+    await waitFor("the thanks mail", async () => mailsTo("lin@example.org").includes("Thanks for activating"));
+    await waitFor("the job done", async () => (await getJob(jobId, { db: env.db.jobs }))?.status === "done");
+    expect((await getJob(jobId, { db: env.db.jobs }))!.result).toEqual({ activated: true });
+    expect(mailsTo("lin@example.org")).toEqual(["Welcome aboard", "Thanks for activating"]);
   });
 
   it("no activation: the welcome mail, then the reminder once the wait timed out", async () => {
