@@ -4,6 +4,8 @@ export { runWorker, createWorker, Worker, type WorkerOptions } from "./worker/wo
 export { getJob, pendingCount, statusCounts, type ReadOptions } from "./reads/status.js";
 export { heartbeat, DEFAULT_LEASE_SECONDS } from "./run/lease.js";
 export { reclaim, WORKER_LOST_PREFIX, type ReclaimOptions } from "./maintenance/reclaim.js";
+export { agePriorities } from "./maintenance/age-priorities.js";
+export { DEFAULT_AGING_MAX } from "./enqueue/aging.js";
 export {
   cancelJob,
   retryJob,
@@ -85,4 +87,4 @@ export { fromQuery } from "./core/connect.js";
 export type { QuerySource, QueryAnswer } from "./db/query-executor.js";
 export { checkpointIn } from "./run/checkpoint-in.js";
 export { enqueueBatch, type EnqueueBatchOptions, type BatchCallback, type EnqueuedBatch } from "./enqueue/batch-enqueue.js";
-export type { DependencyFailurePolicy, ThrottleWindow, DebounceWindow, JobDefaults, QueueJobDefaults } from "./core/options.js";
+export type { DependencyFailurePolicy, ThrottleWindow, DebounceWindow, JobDefaults, QueueJobDefaults, PriorityAging } from "./core/options.js";

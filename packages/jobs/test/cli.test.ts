@@ -88,6 +88,7 @@ describe("forge-jobs CLI: usage", () => {
         "021_forge_jobs_paused_queues.postgres.sql",
         "022_forge_jobs_debounce_keys_dead_letters.postgres.sql",
         "023_forge_jobs_awaited_and_progress.postgres.sql",
+        "024_forge_jobs_priority_aging.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);

@@ -138,7 +138,7 @@ describe.each(backends())("maxAttempts' default ($name)", (backend) => {
     [
       "a queue's misspelt key",
       { queues: { mails: { attempts: 2 } } },
-      /^connect: jobDefaults\.queues\["mails"\]: unknown option "attempts"; allowed: maxAttempts, deadLetter$/,
+      /^connect: jobDefaults\.queues\["mails"\]: unknown option "attempts"; allowed: maxAttempts, deadLetter, priorityAging$/,
     ],
     ["an empty queue name", { queues: { "": { maxAttempts: 2 } } }, /^jobDefaults\.queues\[""\]: a queue name must be a non-empty string, got ""$/],
   ];

@@ -28,12 +28,20 @@ export const WORKERS_TABLE = "jobs_workers";
 export const ATTEMPTS_TABLE = "jobs_attempts";
 
 /** `jobDefaults` of connect(), checked (job-defaults.ts): what an enqueue falls back on. */
+/** Priority aging, checked (enqueue/aging.ts). */
+export interface JobAging {
+  every: number;
+  max: number;
+}
+
 export interface ResolvedJobDefaults {
   maxAttempts: number;
   /** The queues whose entry in `jobDefaults.queues` sets maxAttempts. */
   maxAttemptsByQueue: ReadonlyMap<string, number>;
   /** The queues whose entry in `jobDefaults.queues` sets a dead-letter queue. */
   deadLetterByQueue?: ReadonlyMap<string, string>;
+  /** The queues whose entry in `jobDefaults.queues` sets priority aging. */
+  agingByQueue?: ReadonlyMap<string, JobAging>;
 }
 
 export interface DatabaseSettings {

@@ -3,6 +3,8 @@ import { checkInteger, checkKnownOptions, checkName, describe } from "../base/va
 import type { ResolvedJobDefaults } from "./database.js";
 import { JOB_DEFAULTS_KEYS, QUEUE_JOB_DEFAULTS_KEYS } from "./option-keys.js";
 import { DEFAULT_MAX_ATTEMPTS, MAX_MAX_ATTEMPTS } from "./options.js";
+import type { JobAging } from "./database.js";
+import { checkAging } from "../enqueue/aging.js";
 
 // `jobDefaults` of connect(), fromDriver() and fromQuery(): checked once when the database is
 // made, read by every enqueue through it. It lives in code, on the database object, because
@@ -26,6 +28,7 @@ export function checkJobDefaults(value: unknown, where: string): ResolvedJobDefa
   const maxAttempts = value.maxAttempts === undefined ? DEFAULT_MAX_ATTEMPTS : attempts(value.maxAttempts, "jobDefaults.maxAttempts");
   const byQueue = new Map<string, number>();
   const deadLetters = new Map<string, string>();
+  const aging = new Map<string, JobAging>();
   const { queues } = value;
   if (queues !== undefined) {
     if (!plainObject(queues)) {
@@ -41,9 +44,10 @@ export function checkJobDefaults(value: unknown, where: string): ResolvedJobDefa
       checkKnownOptions(entry, QUEUE_JOB_DEFAULTS_KEYS, `${where}: ${field}`);
       if (entry.maxAttempts !== undefined) byQueue.set(queue, attempts(entry.maxAttempts, `${field}.maxAttempts`));
       if (entry.deadLetter !== undefined) deadLetters.set(queue, checkDeadLetter(entry.deadLetter, queue, `${field}.deadLetter`));
+      if (entry.priorityAging !== undefined) aging.set(queue, checkAging(entry.priorityAging, `${field}.priorityAging`));
     }
   }
-  return { maxAttempts, maxAttemptsByQueue: byQueue, deadLetterByQueue: deadLetters };
+  return { maxAttempts, maxAttemptsByQueue: byQueue, deadLetterByQueue: deadLetters, agingByQueue: aging };
 }
 
 /**

@@ -157,6 +157,8 @@ export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
     progress: row.progress,
     // Read apart from the row (jobs_progress): getJob fills it in.
     liveProgress: null,
+    // Read apart from the row too (the steps and waits tables): getJob fills it in.
+    waitingFor: null,
     result: row.result,
     tenant: row.tenant,
     idempotencyKey: row.idempotency_key,
@@ -229,6 +231,9 @@ export const STORED_COLUMNS = [
   "due",
   "dead_letter",
   "awaited",
+  "aging_base",
+  "aging_every",
+  "aging_max",
 ] as const;
 
 export type StoredColumn = (typeof STORED_COLUMNS)[number];

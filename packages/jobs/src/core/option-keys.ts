@@ -45,6 +45,7 @@ const JOB_KEYS: Record<keyof JobOptions, true> = {
   group: true,
   concurrencyKey: true,
   maxSnoozes: true,
+  priorityAging: true,
   dependsOn: true,
   onDependencyFailure: true,
 };
@@ -90,7 +91,7 @@ export const CONNECT_OPTION_KEYS = keysOf<ConnectOptions>({
   jobDefaults: true,
 });
 export const JOB_DEFAULTS_KEYS = keysOf<JobDefaults>({ maxAttempts: true, queues: true });
-export const QUEUE_JOB_DEFAULTS_KEYS = keysOf<QueueJobDefaults>({ maxAttempts: true, deadLetter: true });
+export const QUEUE_JOB_DEFAULTS_KEYS = keysOf<QueueJobDefaults>({ maxAttempts: true, deadLetter: true, priorityAging: true });
 
 /**
  * Checked before anything runs, at every public entry point: a typo'd option (`tenantId`,

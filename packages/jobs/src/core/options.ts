@@ -94,6 +94,13 @@ export interface JobOptions {
   /** Snoozes allowed (see `snooze`) before the job fails saying so. Default 100. */
   maxSnoozes?: number;
   /**
+   * Priority aging: while the job waits, the workers' sweep raises its priority one step per
+   * `everySeconds` (database clock, counted from its `runAt`), up to `max` (default
+   * `PRIORITY_HIGH`), so a low priority never starves under a stream of higher ones. `null`:
+   * none, also when the queue's `jobDefaults` has some. Default: the queue's, else none.
+   */
+  priorityAging?: PriorityAging | null;
+  /**
    * Ids of jobs (same tenant) this one waits for: it stays `waiting` until every one has ended,
    * and runs once all are `done`. In `enqueueMany`, an item may also name another item's `ref`.
    */
@@ -314,12 +321,22 @@ export interface JobDefaults {
   queues?: Readonly<Record<string, QueueJobDefaults>>;
 }
 
+/** `priorityAging` of `enqueue` and of a queue's `jobDefaults`. */
+export interface PriorityAging {
+  /** Seconds of waiting per priority step (an integer, at least 1). */
+  everySeconds: number;
+  /** The highest priority aging gives the job; above the job's own. Default `PRIORITY_HIGH` (10). */
+  max?: number;
+}
+
 /** One queue's entry in `JobDefaults.queues`. */
 export interface QueueJobDefaults {
   /** Total runs allowed, first included, for this queue's jobs (1 to 1,000,000). */
   maxAttempts?: number;
   /** The dead-letter queue of this queue's jobs (another queue), for jobs enqueued without `deadLetter`. */
   deadLetter?: string;
+  /** Priority aging of this queue's jobs enqueued without `priorityAging` (none for a job already at or above its `max`). */
+  priorityAging?: PriorityAging;
 }
 
 /** A lease to grant, in seconds: the one minimum for every entry point that takes a lease. */

@@ -1,5 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
-import { INSERT_COLUMNS, isDue, type NewJob } from "./new-job.js";
+import { AGING_COLUMNS, anyAging, INSERT_COLUMNS, isDue, type NewJob } from "./new-job.js";
 
 /** A column of the PostgreSQL insert: its value in a job, its SQL type, how the row uses it. */
 interface PgColumn {
@@ -26,6 +26,12 @@ const PG_COLUMNS: readonly PgColumn[] = [
   { value: (j) => j.deadLetter, type: "text", expr: (r) => r },
 ];
 const PAYLOAD_COLUMN = 2;
+/** AGING_COLUMNS, for a chunk with an aging job only: a chunk without one inserts as before. */
+const PG_AGING_COLUMNS: readonly PgColumn[] = [
+  { value: (j) => (j.aging === null ? null : j.priority), type: "int", expr: (r) => r },
+  { value: (j) => j.aging?.every ?? null, type: "int", expr: (r) => r },
+  { value: (j) => j.aging?.max ?? null, type: "int", expr: (r) => r },
+];
 
 /**
  * One PostgreSQL statement for one row or thousands: a NOTIFY per queue that has a job ready
@@ -39,7 +45,9 @@ export function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: stri
   const params: unknown[] = [db.channel];
   const arrays: string[] = [];
   const names: string[] = [];
-  const exprs = PG_COLUMNS.map((column, c) => {
+  const aged = anyAging(jobs);
+  const columns = aged ? `${INSERT_COLUMNS}, ${AGING_COLUMNS}` : INSERT_COLUMNS;
+  const exprs = (aged ? [...PG_COLUMNS, ...PG_AGING_COLUMNS] : PG_COLUMNS).map((column, c) => {
     const first = column.value(jobs[0] as NewJob);
     const shared = c === PAYLOAD_COLUMN ? jobs.length === 1 : jobs.every((j) => column.value(j) === first);
     if (shared) {
@@ -71,12 +79,12 @@ export function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: stri
     const sql = keyed
       ? `
       WITH ins AS (
-        INSERT INTO ${db.table} (${INSERT_COLUMNS}) VALUES (${exprs.join(", ")}) ${conflict}
+        INSERT INTO ${db.table} (${columns}) VALUES (${exprs.join(", ")}) ${conflict}
         RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key
       )
       SELECT id, idempotency_key, dedup_key, CASE WHEN ready THEN pg_notify($1, queue)::text END AS woke FROM ins`
       : `
-      WITH ins AS (INSERT INTO ${db.table} (${INSERT_COLUMNS}) VALUES (${exprs.join(", ")}) RETURNING id, queue)
+      WITH ins AS (INSERT INTO ${db.table} (${columns}) VALUES (${exprs.join(", ")}) RETURNING id, queue)
       SELECT id, ${woke} AS woke FROM ins`;
     return { sql, params, keyless: !keyed };
   }
@@ -90,7 +98,7 @@ export function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: stri
     : "SELECT array_agg(id ORDER BY id)::text AS ids, (SELECT n FROM woke) AS woke FROM ins";
   const sql = `
     WITH ins AS (
-      INSERT INTO ${db.table} (${INSERT_COLUMNS})
+      INSERT INTO ${db.table} (${columns})
       SELECT ${exprs.join(", ")} ${source}
       ${conflict}
       RETURNING id, queue, run_at <= now() AS ready, idempotency_key, dedup_key

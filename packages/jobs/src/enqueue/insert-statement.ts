@@ -1,27 +1,34 @@
 import type { JobsDatabase } from "../core/database.js";
 import { pgInsert } from "./insert-postgres.js";
-import { hasKey, INSERT_COLUMNS, isDue, type InsertedRow, type NewJob } from "./new-job.js";
+import { AGING_COLUMNS, anyAging, hasKey, INSERT_COLUMNS, isDue, type InsertedRow, type NewJob } from "./new-job.js";
 import { isUniqueViolation } from "../core/sql-errors.js";
 import { valuesList, type PerDialect, type Script } from "../core/sql.js";
 
 /**
  * Parameters per row, in NewJob's order (INSERT_COLUMNS), `due` among them (isDue). Each is used
  * once: the drivers send `$n` as `?`, one variable per use, and SQLite refuses a statement of
- * more than 32,766 (a chunk of 2,000 rows).
+ * more than 32,766 (a chunk of 1,800 rows, 18 parameters each with priority aging).
  */
 const ROW_PARAMS = 15;
 const row = (db: JobsDatabase) => (p: (n: number) => string) =>
   `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)}, ${p(14)}, ${p(15)})`;
+/** A chunk with an aging job: AGING_COLUMNS follow, three parameters more a row. */
+const AGED_ROW_PARAMS = 18;
+const agedRow = (db: JobsDatabase) => (p: (n: number) => string) => `${row(db)(p).slice(0, -1)}, ${p(16)}, ${p(17)}, ${p(18)})`;
 
 // PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
 // `mayConflict`: several rows, one of them with a key (a row that may lose to another's key while
 // the others go in).
-const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number, mayConflict: boolean) => string | Script<InsertedRow>>, "postgres"> = {
+type Shape = { rows: number; mayConflict: boolean; aged: boolean };
+const columnsOf = (aged: boolean) => (aged ? `${INSERT_COLUMNS}, ${AGING_COLUMNS}` : INSERT_COLUMNS);
+const valuesOf = (db: JobsDatabase, { rows, aged }: Shape) => (aged ? valuesList(rows, AGED_ROW_PARAMS, agedRow(db)) : valuesList(rows, ROW_PARAMS, row(db)));
+
+const INSERT: Omit<PerDialect<(db: JobsDatabase, shape: Shape) => string | Script<InsertedRow>>, "postgres"> = {
   // Multi-row VALUES: rows are inserted, and numbered, in input order. ON CONFLICT DO NOTHING
   // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
-  sqlite: (db, rows) => `
-    INSERT INTO ${db.table} (${INSERT_COLUMNS})
-    VALUES ${valuesList(rows, ROW_PARAMS, row(db))}
+  sqlite: (db, shape) => `
+    INSERT INTO ${db.table} (${columnsOf(shape.aged)})
+    VALUES ${valuesOf(db, shape)}
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedup_key`,
   // Several rows that may hit a key: INSERT IGNORE … RETURNING returns the inserted rows only,
@@ -29,18 +36,18 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number, mayConflict: bool
   // hiding whose they are). IGNORE would also turn bad data into warnings, so any warning
   // besides the duplicates fails the insert, inside a transaction that then rolls back.
   // One row, or rows without keys: mysqlPlainInsert, one statement and one round trip.
-  mysql: (db, rows, mayConflict) =>
-    !mayConflict
-      ? mysqlPlainInsert(db, rows)
+  mysql: (db, shape) =>
+    !shape.mayConflict
+      ? mysqlPlainInsert(db, shape)
       : (executor, params) =>
           executor.transaction(async (tx) => {
             const inserted = await tx.query<InsertedRow>(
-              `INSERT IGNORE INTO ${db.table} (${INSERT_COLUMNS})
-         VALUES ${valuesList(rows, ROW_PARAMS, row(db))}
+              `INSERT IGNORE INTO ${db.table} (${columnsOf(shape.aged)})
+         VALUES ${valuesOf(db, shape)}
          RETURNING id, idempotency_key, dedup_key`,
               params,
             );
-            await db.sql.mariadb!.refuseWarnings(tx, rows - inserted.rows.length);
+            await db.sql.mariadb!.refuseWarnings(tx, shape.rows - inserted.rows.length);
             return inserted;
           }),
 };
@@ -52,10 +59,11 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, rows: number, mayConflict: bool
  * A statement that fails changes nothing. The only duplicate it can meet is one job's own key:
  * ER_DUP_ENTRY then means that job lost to an existing row, as INSERT IGNORE's skipped row does.
  */
-function mysqlPlainInsert(db: JobsDatabase, rows: number): Script<InsertedRow> {
+function mysqlPlainInsert(db: JobsDatabase, shape: Shape): Script<InsertedRow> {
+  const { rows } = shape;
   const sql = `SET STATEMENT sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES') FOR
-    INSERT INTO ${db.table} (${INSERT_COLUMNS})
-    VALUES ${valuesList(rows, ROW_PARAMS, row(db))}
+    INSERT INTO ${db.table} (${columnsOf(shape.aged)})
+    VALUES ${valuesOf(db, shape)}
     RETURNING id, idempotency_key, dedup_key`;
   return (executor, params) =>
     executor.query<InsertedRow>(sql, params).catch((error: unknown) => {
@@ -74,13 +82,13 @@ function mysqlPlainInsert(db: JobsDatabase, rows: number): Script<InsertedRow> {
 const built = new Map<string, string | Script<InsertedRow>>();
 const BUILT_SHAPES = 64;
 
-function statementFor(db: JobsDatabase, dialect: "sqlite" | "mysql", rows: number, mayConflict: boolean): string | Script<InsertedRow> {
-  const shape = `${dialect}:${db.table}:${rows}:${mayConflict}`;
-  let sql = built.get(shape);
+function statementFor(db: JobsDatabase, dialect: "sqlite" | "mysql", shape: Shape): string | Script<InsertedRow> {
+  const key = `${dialect}:${db.table}:${shape.rows}:${shape.mayConflict}:${shape.aged}`;
+  let sql = built.get(key);
   if (sql === undefined) {
-    sql = INSERT[dialect](db, rows, mayConflict);
+    sql = INSERT[dialect](db, shape);
     if (built.size >= BUILT_SHAPES) built.clear();
-    built.set(shape, sql);
+    built.set(key, sql);
   }
   return sql;
 }
@@ -89,8 +97,9 @@ function statementFor(db: JobsDatabase, dialect: "sqlite" | "mysql", rows: numbe
 export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[]; keyless?: boolean } {
   if (db.dialect === "postgres") return pgInsert(db, jobs);
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
+  const aged = anyAging(jobs);
   return {
-    sql: statementFor(db, db.dialect, jobs.length, jobs.length > 1 && jobs.some(hasKey)),
+    sql: statementFor(db, db.dialect, { rows: jobs.length, mayConflict: jobs.length > 1 && jobs.some(hasKey), aged }),
     params: jobs.flatMap((j) => [
       j.queue,
       j.task,
@@ -107,6 +116,7 @@ export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string
       j.maxSnoozes,
       db.sql.dueValue(isDue(j)),
       j.deadLetter,
+      ...(aged ? [j.aging === null ? null : j.priority, j.aging?.every ?? null, j.aging?.max ?? null] : []),
     ]),
   };
 }

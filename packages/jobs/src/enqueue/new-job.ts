@@ -18,6 +18,8 @@ import {
 } from "../base/validate.js";
 import { checkThrottle, type ThrottledJob } from "./throttle.js";
 import { checkDebounce, firstDelay, type DebouncedJob } from "./debounce.js";
+import { jobAging } from "./aging.js";
+import type { JobAging } from "../core/database.js";
 
 /** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
@@ -62,6 +64,16 @@ export interface NewJob {
   /** '' for none. */
   concurrencyKey: string;
   maxSnoozes: number;
+  /** Priority aging (`priorityAging`), or null: a job without it is inserted without its columns. */
+  aging: JobAging | null;
+}
+
+/** The aging columns, inserted after INSERT_COLUMNS only by a statement with an aging job. */
+export const AGING_COLUMNS = "aging_base, aging_every, aging_max";
+
+/** Whether `jobs` need the aging columns in their insert. */
+export function anyAging(jobs: readonly NewJob[]): boolean {
+  return jobs.some((j) => j.aging !== null);
 }
 
 /** What an insert returns for each row it wrote (a keyed job that conflicted returns none). */
@@ -135,12 +147,13 @@ export function prepareJob(
   const name = checkedName(task, () => field("task"));
   const queue = options.queue === undefined ? defaultQueue : checkedName(options.queue, () => field("queue"));
   const debounce = options.debounce === undefined ? null : checkDebounce(options, field, where);
+  const priority = options.priority === undefined ? DEFAULT_PRIORITY : checkInteger(options.priority, field("priority"), -2_147_483_648);
   return {
     task: name,
     queue,
     // Sealed after the size check, which counts what the caller sent.
     payload: json === null ? null : sealJson(settings.payloadCodec, json),
-    priority: options.priority === undefined ? DEFAULT_PRIORITY : checkInteger(options.priority, field("priority"), -2_147_483_648),
+    priority,
     maxAttempts:
       options.maxAttempts === undefined
         ? defaultMaxAttempts(settings.jobDefaults, queue)
@@ -166,6 +179,7 @@ export function prepareJob(
     group: group === "" ? (tenant ?? "") : group,
     concurrencyKey: options.concurrencyKey === undefined ? "" : checkFlowKey(options.concurrencyKey, field("concurrencyKey")),
     maxSnoozes: options.maxSnoozes === undefined ? DEFAULT_MAX_SNOOZES : checkInteger(options.maxSnoozes, field("maxSnoozes"), 0, 1_000_000),
+    aging: jobAging(options.priorityAging, priority, queue, settings.jobDefaults, field("priorityAging")),
   };
 }
 

@@ -1,6 +1,7 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
+import { priorityAging } from "./aging.js";
 import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
@@ -273,4 +274,5 @@ export const mysqlMigrations: Migration[] = [
   pausedQueues("mysql"),
   debounceKeys("mysql"),
   awaitedAndProgress("mysql"),
+  priorityAging("mysql"),
 ];

@@ -1,6 +1,7 @@
 import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
+import { priorityAging } from "./aging.js";
 import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
@@ -246,4 +247,5 @@ export const postgresMigrations: Migration[] = [
   pausedQueues("postgres"),
   debounceKeys("postgres"),
   awaitedAndProgress("postgres"),
+  priorityAging("postgres"),
 ];
