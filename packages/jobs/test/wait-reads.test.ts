@@ -1,7 +1,7 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, getJobSteps, processOne, sendEvent, type JobContext } from "../src/index.js";
+import { enqueue, getJob, getJobSteps, processOne, sendEvent, type JobContext } from "../src/index.js";
 import { createDashboard } from "../src/dashboard/index.js";
 import { backends, type TestDatabase } from "./helpers/backends.js";
 
@@ -35,6 +35,19 @@ describe.each(backends())("what a waiting job waits for: getJobSteps and the das
     const after = await getJobSteps(id, { db: t.db });
     expect(after!.waitingFor).toBeNull();
     expect(after!.steps.map((s) => `${s.name}:${s.kind}:${s.status}`)).toEqual(["paid:event:done"]);
+  });
+
+  it("getJob says what the job waits for, as getJobSteps does: a sleep, an event, nothing once it came", async () => {
+    const napper = await enqueue("nap", null, { db: t.db, queue: "getjob" });
+    const payer = await enqueue("pay", { order: "o-2" }, { db: t.db, queue: "getjob", tenant: "acme" });
+    const nap = { nap: async (_p: unknown, ctx: JobContext) => ctx.sleep("siesta", 600), pay: handlers.pay };
+    await processOne(nap, { db: t.db, queue: "getjob" });
+    await processOne(nap, { db: t.db, queue: "getjob" });
+    expect((await getJob(napper, { db: t.db }))!.waitingFor).toMatchObject({ kind: "sleep", step: "siesta" });
+    expect((await getJob(payer, { db: t.db }))!.waitingFor).toEqual((await getJobSteps(payer, { db: t.db }))!.waitingFor);
+    expect((await getJob(payer, { db: t.db }))!.waitingFor).toMatchObject({ kind: "event", event: "payment", key: "o-2" });
+    await sendEvent("payment", { ok: true }, { key: "o-2", tenant: "acme", db: t.db });
+    expect((await getJob(payer, { db: t.db }))!.waitingFor).toBeNull();
   });
 
   it("a child wait: its step and the child's id; none once the child ended", async () => {

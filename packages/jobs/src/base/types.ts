@@ -28,6 +28,8 @@ interface JobFields {
   progress: unknown;
   /** What the running (or last) run reported with `ctx.reportProgress`, or null: not the resume cursor `progress`. */
   liveProgress: unknown;
+  /** What the job waits for now (a durable sleep, an event, a child job: see JobWaitingFor), or null. */
+  waitingFor: JobWaitingFor | null;
   result: unknown;
   tenant: string | null;
   idempotencyKey: string | null;
@@ -234,3 +236,13 @@ export interface QueueStatus {
   /** Paused by `pauseQueue`: workers start none of its jobs until `resumeQueue`. */
   paused: boolean;
 }
+
+/**
+ * What a job waits for: the sleep it waits out (a `pending` job, due at `until`); the event a
+ * `waiting` job waits for (`until`: when its timeout ends the wait, null for none); the child
+ * job a `waiting` job waits for (`ctx.invoke`).
+ */
+export type JobWaitingFor =
+  | { kind: "sleep"; step: string; until: Date }
+  | { kind: "event"; step: string; event: string; key: string; until: Date | null }
+  | { kind: "child"; step: string; childId: number };

@@ -1,4 +1,5 @@
 import { resolveDb } from "../core/connect.js";
+import { waitingForOf } from "./steps.js";
 import { countsQuery, pendingRows, type CountRow } from "../maintenance/counts.js";
 import { columnList, JOB_COLUMNS, toJob } from "../core/job-row.js";
 import { withEdges } from "../dependencies/flow-reads.js";
@@ -35,6 +36,7 @@ export async function getJob(id: number, options: ReadOptions = {}): Promise<Job
   const flags = { dependsOn: row.on_dependency_failure != null, dependents: Boolean(Number(row.has_dependents)) };
   const job = await withEdges(db, db.executor, toJob(db.sql, row), flags);
   job.liveProgress = await readLiveProgress(db, job.id);
+  job.waitingFor = await waitingForOf(db, job.id, job.status);
   return job;
 }
 

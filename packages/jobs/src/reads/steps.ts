@@ -6,7 +6,9 @@ import { READ_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import type { ReadOptions } from "../core/options.js";
 import { forDialect, type PerDialect } from "../core/sql.js";
 import { checkJobId, checkTenant } from "../base/validate.js";
-import type { JobStatus } from "../base/types.js";
+import type { JobStatus, JobWaitingFor } from "../base/types.js";
+
+export type { JobWaitingFor } from "../base/types.js";
 import { stepsTable } from "../run/step-store.js";
 import { isMissingTable } from "../flow/flow-overview.js";
 import { eventTables } from "../events/event-lock.js";
@@ -39,16 +41,6 @@ export interface JobSteps {
   /** What the job waits for now (see JobWaitingFor), or null when it waits for nothing of its own. */
   waitingFor: JobWaitingFor | null;
 }
-
-/**
- * What a job waits for: the sleep it waits out (a `pending` job, due at `until`); the event a
- * `waiting` job waits for (`until`: when its timeout ends the wait, null for none); the child
- * job a `waiting` job waits for (`ctx.invoke`).
- */
-export type JobWaitingFor =
-  | { kind: "sleep"; step: string; until: Date }
-  | { kind: "event"; step: string; event: string; key: string; until: Date | null }
-  | { kind: "child"; step: string; childId: number };
 
 /** The saved JSON's size in bytes, without reading it. */
 const BYTES: PerDialect<string> = {
@@ -107,6 +99,26 @@ export async function jobSteps(db: JobsDatabase, id: number, tenant: string | nu
 }
 
 const STEP_KINDS: readonly string[] = ["step", "sleep", "event", "invoke"] satisfies JobStep["kind"][];
+
+/**
+ * What a job of `status` waits for now (getJob's `waitingFor`): a `waiting` job's recorded wait,
+ * a `pending` job's sleep not yet over; null otherwise. One probe of the job's own rows.
+ */
+export async function waitingForOf(db: JobsDatabase, id: number, status: JobStatus): Promise<JobWaitingFor | null> {
+  if (status === "waiting") return waitOf(db, id);
+  if (status !== "pending") return null;
+  const { rows } = await db.executor
+    .query<{ name: string; wake_at: unknown }>(
+      `SELECT name, wake_at FROM ${stepsTable(db)} WHERE job_id = $1 AND kind = 'sleep' AND wake_at > ${db.sql.now} ORDER BY wake_at DESC LIMIT 1`,
+      [id],
+    )
+    .catch((error: unknown) => {
+      if (isMissingTable(error)) return { rows: [] };
+      throw error;
+    });
+  const [row] = rows;
+  return row === undefined ? null : { kind: "sleep", step: row.name, until: toDate(row.wake_at) };
+}
 
 /** The wait a `waiting` job recorded when its run ended (run/wait-event.ts, run/wait-child.ts); null for one waiting on its dependsOn. */
 async function waitOf(db: JobsDatabase, id: number): Promise<JobWaitingFor | null> {
