@@ -5,6 +5,7 @@
 // each tick below is one second of waiting without sleeping.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agePriorities, connect, enqueue, enqueueMany, getJob, JobError, processOne, runWorker, type JobsDatabase } from "../src/index.js";
+import { agingReadSql } from "../src/maintenance/age-priorities.js";
 import { backends, uniqueName, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 describe.each(backends())("priority aging ($name)", (backend) => {
@@ -162,6 +163,25 @@ describe.each(backends())("priority aging ($name)", (backend) => {
     expect(await agingOf(ids[3999]!)).toEqual({ aging_base: null, aging_every: null, aging_max: null });
     const [row] = await t.sql<{ n: unknown }>(`SELECT count(*) AS n FROM {jobs} WHERE queue = $1 AND aging_every IS NOT NULL`, [queue]);
     expect(Number(row?.n)).toBe(2000);
+    await t.sql(`DELETE FROM {jobs} WHERE queue = $1`, [queue]);
+  });
+
+  it("the sweep's read goes through jobs_aging, which holds no job without aging", async () => {
+    const queue = uniqueName("q");
+    await enqueueMany(
+      Array.from({ length: 3000 }, (_, i) => ({ task: "t", payload: { i } })),
+      { db: t.db, queue },
+    );
+    await t.sql(backend.name === "mysql" ? "ANALYZE TABLE {jobs}" : "ANALYZE {jobs}");
+    const sql = agingReadSql(t.db);
+    const plan =
+      backend.name === "postgres"
+        ? (await t.db.executor.query<{ "QUERY PLAN": string }>(`EXPLAIN ${sql}`, [])).rows.map((r) => r["QUERY PLAN"]).join("\n")
+        : backend.name === "sqlite"
+          ? (await t.db.executor.query<{ detail: string }>(`EXPLAIN QUERY PLAN ${sql}`, [])).rows.map((r) => r.detail).join("\n")
+          : (await t.db.executor.query<{ key: string | null }>(`EXPLAIN ${sql}`, [])).rows.map((r) => String(r.key)).join("\n");
+    expect(plan).toMatch(/jobs_aging/);
+    expect(await agePriorities({ db: t.db })).toBe(0);
     await t.sql(`DELETE FROM {jobs} WHERE queue = $1`, [queue]);
   });
 

@@ -24,7 +24,7 @@ function isMissingColumn(error: unknown): boolean {
 }
 
 /** The pending aging jobs whose stored priority is not what they earned; `jobs_aging` holds only them (none on the plain path). */
-function readSql(db: JobsDatabase): string {
+export function agingReadSql(db: JobsDatabase): string {
   const target = forDialect(TARGET, db.dialect, "aging target")(db.sql.now);
   return `SELECT id, ${target} AS target FROM ${db.table}
     WHERE status = 'pending' AND aging_every IS NOT NULL AND priority <> ${target}`;
@@ -40,7 +40,7 @@ function readSql(db: JobsDatabase): string {
 export async function agePendingJobs(db: JobsDatabase): Promise<number> {
   let found;
   try {
-    found = await db.executor.query<{ id: number | string; target: number | string }>(readSql(db), []);
+    found = await db.executor.query<{ id: number | string; target: number | string }>(agingReadSql(db), []);
   } catch (error) {
     // A worker of this version on a schema before migration 24: nothing ages yet.
     if (isMissingColumn(error)) return 0;
