@@ -5,7 +5,7 @@ export { getJob, pendingCount, statusCounts, type ReadOptions } from "./reads/st
 export { heartbeat, DEFAULT_LEASE_SECONDS } from "./run/lease.js";
 export { reclaim, WORKER_LOST_PREFIX, type ReclaimOptions } from "./maintenance/reclaim.js";
 export { agePriorities } from "./maintenance/age-priorities.js";
-export { DEFAULT_AGING_MAX } from "./enqueue/aging.js";
+export { DEFAULT_AGING_MAX } from "./core/aging.js";
 export {
   cancelJob,
   retryJob,

@@ -28,7 +28,7 @@ export const WORKERS_TABLE = "jobs_workers";
 export const ATTEMPTS_TABLE = "jobs_attempts";
 
 /** `jobDefaults` of connect(), checked (job-defaults.ts): what an enqueue falls back on. */
-/** Priority aging, checked (enqueue/aging.ts). */
+/** Priority aging, checked (core/aging.ts). */
 export interface JobAging {
   every: number;
   max: number;

@@ -4,7 +4,7 @@ import type { ResolvedJobDefaults } from "./database.js";
 import { JOB_DEFAULTS_KEYS, QUEUE_JOB_DEFAULTS_KEYS } from "./option-keys.js";
 import { DEFAULT_MAX_ATTEMPTS, MAX_MAX_ATTEMPTS } from "./options.js";
 import type { JobAging } from "./database.js";
-import { checkAging } from "../enqueue/aging.js";
+import { checkAging } from "./aging.js";
 
 // `jobDefaults` of connect(), fromDriver() and fromQuery(): checked once when the database is
 // made, read by every enqueue through it. It lives in code, on the database object, because

@@ -18,7 +18,7 @@ import {
 } from "../base/validate.js";
 import { checkThrottle, type ThrottledJob } from "./throttle.js";
 import { checkDebounce, firstDelay, type DebouncedJob } from "./debounce.js";
-import { jobAging } from "./aging.js";
+import { jobAging } from "../core/aging.js";
 import type { JobAging } from "../core/database.js";
 
 /** run_at must fit every backend's timestamps (MariaDB's DATETIME ends with year 9999). */

@@ -1,7 +1,7 @@
 import { JobError } from "../base/errors.js";
 import { PRIORITY_HIGH } from "../base/priority.js";
 import { checkInteger, checkKnownOptions, describe } from "../base/validate.js";
-import type { JobAging, ResolvedJobDefaults } from "../core/database.js";
+import type { JobAging, ResolvedJobDefaults } from "./database.js";
 
 /** `priorityAging.max` left out: aging lifts a job up to the named high priority, no further. */
 export const DEFAULT_AGING_MAX = PRIORITY_HIGH;
