@@ -159,8 +159,6 @@ export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
     liveProgress: null,
     // Read apart from the row too (the steps and waits tables): getJob fills it in.
     waitingFor: null,
-    // Read apart from the row too (the steps and waits tables): getJob fills it in.
-    waitingFor: null,
     result: row.result,
     tenant: row.tenant,
     idempotencyKey: row.idempotency_key,
