@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, drain, enqueue, JobError, JobWaitTimeoutError, processOne, waitForJob, type JobsDatabase } from "../src/index.js";
-import { backends, PG_URL, waitFor, type TestDatabase } from "./helpers/backends.js";
+import { backends, PG_LISTEN_URL, PG_URL, waitFor, type TestDatabase } from "./helpers/backends.js";
 
 const tsx = createRequire(import.meta.url).resolve("tsx");
 const finisher = fileURLToPath(new URL("./fixtures/finish-job.ts", import.meta.url));
@@ -120,7 +120,8 @@ describe.each(backends())("waitForJob ($name)", (backend) => {
   });
 
   it.runIf(backend.name === "postgres")("PostgreSQL: only awaited jobs notify; ending jobs nobody awaits sends nothing", async () => {
-    const client = new pg.Client({ connectionString: PG_URL });
+    // LISTEN straight to the server: through a transaction pooler no notification reaches a client.
+    const client = new pg.Client({ connectionString: PG_LISTEN_URL ?? PG_URL });
     await client.connect();
     const heard: string[] = [];
     client.on("notification", (m) => heard.push(m.payload ?? ""));
