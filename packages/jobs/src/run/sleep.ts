@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
+import { Fenced, runGivenBackSql } from "./run-given-back.js";
 import { dueAfter } from "./due.js";
 import { saveStep, stepsTable, type Wake } from "./step-store.js";
 import { writeEventWait, type EventWait } from "./wait-event.js";
@@ -37,18 +38,9 @@ export class JobSleep extends Error {
 
 /** The job row is already locked by the fenced step insert of the same transaction, or fenced here. */
 function sleepSql(db: JobsDatabase): string {
-  return `
-    UPDATE ${db.table}
-    SET status = 'pending',
-        attempts = CASE WHEN started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
-        due = ${dueAfter(db, `(SELECT s.wake_at FROM ${stepsTable(db)} AS s WHERE s.job_id = $1 AND s.name = $3)`)},
-        run_at = (SELECT s.wake_at FROM ${stepsTable(db)} AS s WHERE s.job_id = $1 AND s.name = $3),
-        locked_until = NULL, claim_token = NULL, updated_at = ${db.sql.now}
-    WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
+  const wakeAt = `(SELECT s.wake_at FROM ${stepsTable(db)} AS s WHERE s.job_id = $1 AND s.name = $3)`;
+  return runGivenBackSql(db, `status = 'pending', due = ${dueAfter(db, wakeAt)}, run_at = ${wakeAt}`);
 }
-
-/** The job was taken over: everything rolled back. */
-class Fenced extends Error {}
 
 /**
  * Ends a run that sleeps: saves its sleep step (when new) and puts the job back to pending, due

@@ -1,10 +1,8 @@
 import type { JobsDatabase } from "../core/database.js";
+import { Fenced, runGivenBackSql } from "./run-given-back.js";
 import type { ChildWait } from "./invoke.js";
 import { requeueSql } from "./wait-event.js";
 import { eventTables } from "../events/event-lock.js";
-
-/** The job was taken over: everything rolled back. */
-class Fenced extends Error {}
 
 /** The child's live row, locked: its ending waits for this transaction, and sees the edge written here. */
 function lockChildSql(db: JobsDatabase): string {
@@ -16,12 +14,7 @@ function lockChildSql(db: JobsDatabase): string {
  * it was (policy "run": the parent's `ctx.invoke` reads how it ended); its attempt given back.
  */
 function waitSql(db: JobsDatabase): string {
-  return `
-    UPDATE ${db.table}
-    SET status = 'waiting', deps_pending = 1, on_dependency_failure = 'run',
-        attempts = CASE WHEN started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
-        locked_until = NULL, claim_token = NULL, updated_at = ${db.sql.now}
-    WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
+  return runGivenBackSql(db, "status = 'waiting', deps_pending = 1, on_dependency_failure = 'run'");
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
+import { Fenced, runGivenBackSql } from "./run-given-back.js";
 import type { Executor } from "../db/executor.js";
 import { eventTables, lockEvent, type EventMatch } from "../events/event-lock.js";
 import { saveStep } from "./step-store.js";
@@ -26,27 +27,14 @@ export async function findEvent(db: JobsDatabase, executor: Executor, jobId: num
   return row === undefined ? undefined : { data: row.data === null ? null : String(row.data) };
 }
 
-/** The job was taken over: everything rolled back. */
-class Fenced extends Error {}
-
 /** The run's job back to pending, due now, its attempt given back: what it waits for came as the run ended. */
 export function requeueSql(db: JobsDatabase): string {
-  return `
-    UPDATE ${db.table}
-    SET status = 'pending', run_at = ${db.sql.now},
-        attempts = CASE WHEN started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
-        locked_until = NULL, claim_token = NULL, updated_at = ${db.sql.now}
-    WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
+  return runGivenBackSql(db, `status = 'pending', run_at = ${db.sql.now}`);
 }
 
 /** The run's job to `waiting`, its attempt given back: it holds no slot until an event or its timeout. */
 function waitSql(db: JobsDatabase): string {
-  return `
-    UPDATE ${db.table}
-    SET status = 'waiting',
-        attempts = CASE WHEN started_at IS NOT NULL THEN attempts - 1 ELSE attempts END,
-        locked_until = NULL, claim_token = NULL, updated_at = ${db.sql.now}
-    WHERE id = $1 AND claim_token = $2 AND status = 'running'`;
+  return runGivenBackSql(db, "status = 'waiting'");
 }
 
 /**
