@@ -68,7 +68,7 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   importRoutes(app, db, config);
   exportRoutes(app, db, config);
   jobRoutes(app, db);
-  importPageRoutes(app, db);
+  importPageRoutes(app, db, config.progressInterval);
   adminRoutes(app, db, config.adminToken);
   mailPreviewRoutes(app, db, config);
   unsubscribeRoutes(app, db, config);

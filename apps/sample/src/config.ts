@@ -47,6 +47,11 @@ export interface AppConfig {
   onboardingSleepSeconds?: number | undefined;
   /** How long it then waits for the user's activation before the reminder (`ONBOARDING_ACTIVATION_TIMEOUT_SECONDS`, default 7 days). */
   onboardingActivationTimeoutSeconds?: number | undefined;
+  /**
+   * Seconds between a running job's progress writes and between the reads of the import page's
+   * events stream (`PROGRESS_INTERVAL_SECONDS`, default 0.5): the worker and the web process read it alike.
+   */
+  progressInterval?: number | undefined;
   /** Largest CSV upload, in bytes (413 above). */
   maxUploadBytes: number;
   /** The app's public base URL (`PUBLIC_URL`, https), for links in mail such as one-click unsubscribe. */
@@ -134,6 +139,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = appEnvironment()): AppConfig
     port: positiveInt(env, "PORT", 3000, 0, 65535),
     host: env.HOST || "127.0.0.1",
     metricsPort: env.METRICS_PORT ? positiveInt(env, "METRICS_PORT", 0, 1, 65535) : undefined,
+    progressInterval: positiveNumber(env, "PROGRESS_INTERVAL_SECONDS", 0.5, 60),
     maxUploadBytes: positiveInt(env, "MAX_UPLOAD_BYTES", 10 * 1024 * 1024, 1, 1024 * 1024 * 1024),
     // The queue's limit for a sleep and for an event wait's timeout: 366 days.
     onboardingSleepSeconds: positiveInt(env, "ONBOARDING_SLEEP_SECONDS", 3 * 86_400, 0, 366 * 86_400),

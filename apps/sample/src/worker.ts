@@ -63,6 +63,7 @@ const uploads = uploadCleanup(db, config, log);
 await runWorker(handlers, {
   queue: Object.values(QUEUES),
   concurrency: 10,
+  ...(config.progressInterval === undefined ? {} : { progressInterval: config.progressInterval }),
   signal: stop.signal,
   db: db.jobs,
   // A failed attempt is logged by the queue itself, once (warn, with jobId, attempt, willRetry,

@@ -23,9 +23,17 @@ describe.runIf(runnable)("the import page in headless Chromium (postgres)", () =
 
   beforeAll(async () => {
     // No mail is sent here: an SMTP URL only so that the worker's handlers can be built.
-    env = await createEnv("postgres", { smtpUrl: "smtp://127.0.0.1:9" });
+    // Progress written and streamed every 0.1 s (PROGRESS_INTERVAL_SECONDS): an import that a
+    // fast machine ends in two seconds still moves the bar through many values.
+    env = await createEnv("postgres", { smtpUrl: "smtp://127.0.0.1:9", progressInterval: 0.1 });
     server = await startApp(env);
-    worker = runWorker(createHandlers(env.config, env.db), { db: env.db.jobs, queue: QUEUES.imports, signal: stopWorker.signal, pollInterval: 0.2 });
+    worker = runWorker(createHandlers(env.config, env.db), {
+      db: env.db.jobs,
+      queue: QUEUES.imports,
+      signal: stopWorker.signal,
+      pollInterval: 0.2,
+      progressInterval: env.config.progressInterval!,
+    });
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 900, height: 500 } });
   });

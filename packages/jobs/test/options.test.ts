@@ -49,7 +49,7 @@ describe("the options module", () => {
       "onDependencyFailure",
     ]);
     expect(DRAIN_OPTION_KEYS).toEqual([...PROCESS_OPTION_KEYS, "maxJobs", "signal"]);
-    expect(WORKER_OPTION_KEYS).toHaveLength(13);
+    expect(WORKER_OPTION_KEYS).toHaveLength(14);
   });
 
   it("keeps one default lease, still exported publicly", () => {

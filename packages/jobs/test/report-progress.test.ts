@@ -4,7 +4,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { enqueue, getJob, processOne, prune, pruneHistory, reclaim, type JobContext, type JobsDatabase } from "../src/index.js";
+import { enqueue, getJob, processOne, prune, pruneHistory, reclaim, runWorker, type JobContext, type JobsDatabase } from "../src/index.js";
 import { ensureDays } from "../src/maintenance/partitions.js";
 import { createDashboard } from "../src/dashboard/index.js";
 import { PROGRESS_WRITE_INTERVAL_MS } from "../src/run/report-progress.js";
@@ -65,6 +65,43 @@ describe.each(backends())("ctx.reportProgress ($name)", (backend) => {
       { db: t.db, queue: "flush" },
     );
     expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", liveProgress: { done: 3, of: 3 } });
+  });
+
+  it("a worker's progressInterval sets the pace: a long one holds the second report back until the run's end", async () => {
+    const queue = "paced";
+    const id = await enqueue("paced", null, { db: t.db, queue });
+    const release = deferred();
+    const heldAfter: unknown[] = [];
+    const stop = new AbortController();
+    const worker = runWorker(
+      {
+        paced: async (_p: unknown, ctx: JobContext) => {
+          await ctx.reportProgress({ n: 1 });
+          void ctx.reportProgress({ n: 2 });
+          // Past the default interval: with a 30 s one, nothing more was written yet.
+          await sleep(PROGRESS_WRITE_INTERVAL_MS + 300);
+          heldAfter.push(await stored(id));
+          await release.promise;
+        },
+      },
+      { db: t.db, queue, progressInterval: 30, pollInterval: 0.05, sweepInterval: 0, schedules: false, signal: stop.signal },
+    );
+    await waitFor("the run's check", async () => heldAfter.length === 1);
+    expect(heldAfter[0]).toEqual({ n: 1 });
+    release.resolve();
+    await waitFor("the job done", async () => (await getJob(id, { db: t.db }))?.status === "done");
+    expect(await stored(id)).toEqual({ n: 2 });
+    stop.abort();
+    await worker;
+  });
+
+  it("progressInterval below 0.01 s is refused, at the worker and at the dashboard", async () => {
+    await expect(runWorker({}, { db: t.db, queue: "never", progressInterval: 0.001 })).rejects.toThrow(
+      "progressInterval must be a number of seconds ≥ 0.01, got 0.001",
+    );
+    expect(() => createDashboard({ db: t.db, basePath: "/ops", progressInterval: 0 })).toThrow(
+      "createDashboard: progressInterval must be a number of seconds >= 0.01, got 0",
+    );
   });
 
   it("a job that never reported reads liveProgress null and has no progress row; a bad value is a JobError", async () => {
@@ -208,6 +245,29 @@ describe.each(backends())("ctx.reportProgress ($name)", (backend) => {
       );
       expect(seen.at(-1)).toEqual({ event: "end", status: "done", liveProgress: { n: 3 } });
       expect(seen.filter((e) => e.event === "end")).toHaveLength(1);
+    });
+
+    it("reads at the dashboard's progressInterval: with a long one, a job that ended meanwhile is not streamed before the next read", async () => {
+      const paced = createDashboard({ db: t.db, basePath: "/ops", progressInterval: 30 });
+      const s = createServer((req, res) => paced(req, res));
+      await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
+      try {
+        const id = await enqueue("stream", null, { db: t.db, queue: "sse-paced" });
+        const seen: string[] = [];
+        const first = deferred();
+        void events(`http://127.0.0.1:${(s.address() as AddressInfo).port}/ops/jobs/${id}/events`, (event, data) => {
+          seen.push(`${event}:${data.status}`);
+          first.resolve();
+        }).catch(() => undefined);
+        await first.promise;
+        await processOne({ stream: (_p: unknown, ctx: JobContext) => ctx.reportProgress({ n: 1 }) }, { db: t.db, queue: "sse-paced" });
+        // Past the default interval: the default would have read the job and streamed its end.
+        await sleep(PROGRESS_WRITE_INTERVAL_MS * 2 + 200);
+        expect(seen).toEqual(["job:pending"]);
+      } finally {
+        s.closeAllConnections();
+        await new Promise((resolve) => s.close(resolve));
+      }
     });
 
     it("is scoped like the job's page: another tenant's job and a missing one are 404, nothing streamed", async () => {

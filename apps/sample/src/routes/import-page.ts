@@ -15,13 +15,13 @@ const MAX_ORGS = 1000;
  * (`/jobs/:id/events`) of a dashboard scoped to the org (`tenant`), so another org's job is
  * "not found", as on GET /orgs/:org/jobs/:id. Only that path is routed to it, not the dashboard.
  */
-export function importPageRoutes(app: FastifyInstance, db: AppDatabase): void {
+export function importPageRoutes(app: FastifyInstance, db: AppDatabase, progressInterval?: number): void {
   const streams = new Map<string, DashboardHandler>();
   const streamOf = (org: string): DashboardHandler => {
     let handler = streams.get(org);
     if (!handler) {
       if (streams.size >= MAX_ORGS) streams.clear();
-      handler = createDashboard({ db: db.jobs, basePath: `/orgs/${org}`, tenant: org });
+      handler = createDashboard({ db: db.jobs, basePath: `/orgs/${org}`, tenant: org, ...(progressInterval === undefined ? {} : { progressInterval }) });
       streams.set(org, handler);
     }
     return handler;

@@ -62,6 +62,7 @@ export const WORKER_OPTION_KEYS = keysOf<WorkerOptions>({
   lease: true,
   gracePeriod: true,
   sweepInterval: true,
+  progressInterval: true,
   signal: true,
   db: true,
   events: true,

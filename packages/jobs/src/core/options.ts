@@ -48,6 +48,7 @@ export const WORKER_DEFAULTS = {
   lease: DEFAULT_LEASE_SECONDS,
   gracePeriod: 10,
   sweepInterval: 5,
+  progressInterval: 0.5,
 } as const satisfies Partial<Record<keyof WorkerOptions, unknown>>;
 
 export interface JobOptions {
@@ -175,6 +176,12 @@ export interface WorkerOptions {
   gracePeriod?: number;
   /** Seconds between this worker's sweeps for jobs of lost workers (0 = never). Default 5. */
   sweepInterval?: number;
+  /**
+   * Seconds between a run's writes of `ctx.reportProgress`, at least 0.01: a report sooner
+   * than that after the last write is kept, and only the latest kept value is written when the
+   * interval is over. Default 0.5.
+   */
+  progressInterval?: number;
   /** Stops the worker (gracefully) when it fires. */
   signal?: AbortSignal;
   db?: DbLike;

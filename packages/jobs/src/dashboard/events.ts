@@ -2,7 +2,6 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { JobsDatabase } from "../core/database.js";
 import type { Job } from "../base/types.js";
 import { getJob } from "../reads/status.js";
-import { PROGRESS_WRITE_INTERVAL_MS } from "../run/report-progress.js";
 import { SECURITY_HEADERS, sendError } from "./http.js";
 
 /** What one event tells a watcher of a job: enough for a progress bar and its verdict. */
@@ -16,13 +15,20 @@ function snapshot(job: Job): string {
 const KEEPALIVE_MS = 15_000;
 
 /**
- * `GET /jobs/:id/events`: a job's status and live progress as Server-Sent Events, read at the
- * pace progress is written. `event: job` whenever what it shows changed, then one `event: end`
+ * `GET /jobs/:id/events`: a job's status and live progress as Server-Sent Events, read every
+ * `intervalMs` (the pace progress is written). `event: job` whenever what it shows changed, then one `event: end`
  * when the job has ended, and the stream closes. Scoped like the job's page: another tenant's
  * job, or a missing one, is a 404 before anything is streamed. Reads the primary, not the
  * replica: a watcher wants the latest value.
  */
-export async function streamJobEvents(req: IncomingMessage, res: ServerResponse, db: JobsDatabase, id: number, tenant: string | null): Promise<void> {
+export async function streamJobEvents(
+  req: IncomingMessage,
+  res: ServerResponse,
+  db: JobsDatabase,
+  id: number,
+  tenant: string | null,
+  intervalMs: number,
+): Promise<void> {
   const read = () => getJob(id, { db, ...(tenant === null ? {} : { tenant }) });
   let job = await read();
   if (!job) return sendError(res, 404, "Not Found", `No job #${id}.`);
@@ -44,7 +50,7 @@ export async function streamJobEvents(req: IncomingMessage, res: ServerResponse,
       quietSince = Date.now();
     }
     if (ended) break;
-    await new Promise((resolve) => setTimeout(resolve, PROGRESS_WRITE_INTERVAL_MS));
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
     if (open) job = await read();
   }
   // A job deleted while watched (an operator's prune): the stream just ends.

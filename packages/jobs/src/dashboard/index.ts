@@ -21,6 +21,7 @@ import { checkedForm, methodNotAllowed, redirectWithNotice, requestPath, safeDec
 import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";
 import { waitsOverview } from "./waits.js";
 import { streamJobEvents } from "./events.js";
+import { PROGRESS_WRITE_INTERVAL_MS } from "../run/report-progress.js";
 import { latestJobs, lostWorkerJobs, recentActivity, relatedJobs } from "./queries.js";
 import type { Notice } from "./notices.js";
 import { renderPage } from "./render.js";
@@ -50,6 +51,11 @@ export interface DashboardOptions {
    * groups, schedules) are left out. Default: every tenant's.
    */
   tenant?: string;
+  /**
+   * Seconds between the reads of a job's events stream (`/jobs/:id/events`), at least 0.01:
+   * match the workers' `progressInterval`. Default 0.5.
+   */
+  progressInterval?: number;
 }
 
 /** A plain Node handler: mount it in any framework. `next` (Express/Connect style) gets what is not ours. */
@@ -88,6 +94,10 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
   const listLimit = options.listLimit ?? 20;
   if (!Number.isInteger(listLimit) || listLimit < 1 || listLimit > 100) {
     throw new TypeError(`createDashboard: listLimit must be an integer from 1 to 100, got ${String(options.listLimit)}`);
+  }
+  const progressInterval = options.progressInterval ?? PROGRESS_WRITE_INTERVAL_MS / 1000;
+  if (typeof progressInterval !== "number" || !Number.isFinite(progressInterval) || progressInterval < 0.01) {
+    throw new TypeError(`createDashboard: progressInterval must be a number of seconds >= 0.01, got ${String(options.progressInterval)}`);
   }
   const csrf = new Csrf(options.secret, basePath);
   const db = adopt(options.db);
@@ -238,7 +248,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const job = JOB_PAGE.exec(rest);
     if (job) return get ? jobPage(req, res, Number(job[1])) : methodNotAllowed(res, "GET, HEAD");
     const events = JOB_EVENTS.exec(rest);
-    if (events) return get ? streamJobEvents(req, res, db, Number(events[1]), scope) : methodNotAllowed(res, "GET, HEAD");
+    if (events) return get ? streamJobEvents(req, res, db, Number(events[1]), scope, progressInterval * 1000) : methodNotAllowed(res, "GET, HEAD");
     const many = BULK.exec(rest);
     if (many)
       return get

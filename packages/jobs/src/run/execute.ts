@@ -76,7 +76,7 @@ export async function runHandler(job: ClaimedJob, info: JobInfo, handlers: Handl
     // The results are the dependencies' stored JSON: their type is the caller's word (as a payload's).
     dependencies: <R>() => readDependencies(deps.db, job.id, job.tenant) as Promise<DependencyInfo<R>[]>,
     batch: () => readBatchSummary(deps.db, job.id, job.tenant),
-    reportProgress: (value) => (reporter ??= new ProgressReporter(deps.db, job, () => progressFenced())).report(value),
+    reportProgress: (value) => (reporter ??= new ProgressReporter(deps.db, job, () => progressFenced(), deps.progressMs)).report(value),
     step: (name, fn) => stepRun().step(name, fn),
     sleep: (name, seconds) => stepRun().sleep(name, seconds),
     sleepUntil: (name, date) => stepRun().sleepUntil(name, date),

@@ -59,6 +59,7 @@ export class ProgressReporter {
     private readonly db: JobsDatabase,
     private readonly job: { id: number; token: string },
     private readonly fenced: () => void,
+    private readonly intervalMs = PROGRESS_WRITE_INTERVAL_MS,
   ) {}
 
   async report(value: unknown): Promise<boolean> {
@@ -66,7 +67,7 @@ export class ProgressReporter {
     const json = value === null ? "null" : (toJsonText(value, "progress") as string);
     if (!this.owned) return false;
     this.kept = { json };
-    const wait = this.lastWriteAt + PROGRESS_WRITE_INTERVAL_MS - Date.now();
+    const wait = this.lastWriteAt + this.intervalMs - Date.now();
     if (wait <= 0 && this.timer === null) return this.writeKept();
     this.timer ??= setTimeout(() => void this.writeKept(), Math.max(0, wait));
     return true;

@@ -20,12 +20,14 @@ export type RunOutcome =
   /** The handler called `ctx.sleep`: back to pending until its wake time, no attempt used. */
   | { kind: "slept"; sleep: SleepRequest };
 
-/** What a run needs around it: the database, its lease, and where its events and logs go. */
+/** What a run needs around it: the database, its lease, where its events and logs go, its progress pace. */
 export interface RunDeps {
   db: JobsDatabase;
   lease: number;
   emitter: WorkerEmitter;
   logger: Logger;
+  /** Milliseconds between a run's progress writes. Default `PROGRESS_WRITE_INTERVAL_MS`. */
+  progressMs?: number;
 }
 
 /**

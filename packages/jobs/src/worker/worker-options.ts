@@ -21,6 +21,7 @@ export interface WorkerSettings {
   pollMs: number;
   graceMs: number;
   sweepMs: number;
+  progressMs: number;
   /** Whether this worker runs the scheduler. */
   schedules: boolean;
   db: JobsDatabase;
@@ -46,6 +47,8 @@ export function workerSettings(options: WorkerOptions): WorkerSettings {
     pollMs: (options.pollInterval === undefined ? WORKER_DEFAULTS.pollInterval : checkSeconds(options.pollInterval, "pollInterval", 0.001)) * 1000,
     graceMs: (options.gracePeriod === undefined ? WORKER_DEFAULTS.gracePeriod : checkSeconds(options.gracePeriod, "gracePeriod")) * 1000,
     sweepMs: (options.sweepInterval === undefined ? WORKER_DEFAULTS.sweepInterval : checkSeconds(options.sweepInterval, "sweepInterval")) * 1000,
+    progressMs:
+      (options.progressInterval === undefined ? WORKER_DEFAULTS.progressInterval : checkSeconds(options.progressInterval, "progressInterval", 0.01)) * 1000,
     logger: options.logger ?? silentLogger,
     schedules: checkFlag(options.schedules, "schedules", true),
   };

@@ -82,7 +82,7 @@ export class Worker {
     this.db = this.settings.db;
     this.emitter = new WorkerEmitter(options.events);
     instrumentEmitter(this.emitter);
-    this.deps = { db: this.db, lease: this.settings.lease, emitter: this.emitter, logger: this.settings.logger };
+    this.deps = { db: this.db, lease: this.settings.lease, emitter: this.emitter, logger: this.settings.logger, progressMs: this.settings.progressMs };
     this.plan = new ClaimPlan(this.settings.concurrency, this.settings.prefetch);
     this.completions = new Batcher(
       async (items) => {
