@@ -68,6 +68,7 @@ export type {
   CancelledJob,
   WaitingJob,
   DependencyInfo,
+  JobDependencyWait,
   BatchSummary,
   JobHandler,
   JobContext,
@@ -87,4 +88,13 @@ export { fromQuery } from "./core/connect.js";
 export type { QuerySource, QueryAnswer } from "./db/query-executor.js";
 export { checkpointIn } from "./run/checkpoint-in.js";
 export { enqueueBatch, type EnqueueBatchOptions, type BatchCallback, type EnqueuedBatch } from "./enqueue/batch-enqueue.js";
-export type { DependencyFailurePolicy, ThrottleWindow, DebounceWindow, JobDefaults, QueueJobDefaults, PriorityAging } from "./core/options.js";
+export type {
+  DependencyFailurePolicy,
+  ThrottleWindow,
+  DebounceWindow,
+  JobDefaults,
+  QueueJobDefaults,
+  PriorityAging,
+  SequenceOptions,
+  SequenceFailurePolicy,
+} from "./core/options.js";

@@ -111,7 +111,7 @@ describe.each(backends())("dependencies ($name)", (backend) => {
       [() => enqueue("a", null, { db: t.db, dependsOn: [other], idempotencyKey: "k" }), /cannot also have an idempotencyKey/],
       [() => enqueue("a", null, { db: t.db, dependsOn: [1.5] }), /dependsOn\[0\] must be a job id/],
       [() => enqueue("a", null, { db: t.db, onDependencyFailure: "run" }), /applies only to a job with dependsOn/],
-      [() => enqueue("a", null, { db: t.db, dependsOn: [other], onDependencyFailure: "ignore" as "run" }), /must be "fail", "cancel" or "run"/],
+      [() => enqueue("a", null, { db: t.db, dependsOn: [other], onDependencyFailure: "ignore" as "run" }), /must be "fail", "cancel", "run" or "hold"/],
     ];
     for (const [call, message] of cases) {
       const error = await call().catch((e: unknown) => e);

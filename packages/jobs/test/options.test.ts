@@ -25,6 +25,7 @@ describe("the options module", () => {
       "priorityAging",
       "dependsOn",
       "onDependencyFailure",
+      "sequence",
       "db",
     ]);
     expect(ENQUEUE_ITEM_KEYS).toEqual([
@@ -47,6 +48,7 @@ describe("the options module", () => {
       "priorityAging",
       "dependsOn",
       "onDependencyFailure",
+      "sequence",
     ]);
     expect(DRAIN_OPTION_KEYS).toEqual([...PROCESS_OPTION_KEYS, "maxJobs", "signal"]);
     expect(WORKER_OPTION_KEYS).toHaveLength(14);

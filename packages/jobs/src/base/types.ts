@@ -28,8 +28,11 @@ interface JobFields {
   progress: unknown;
   /** What the running (or last) run reported with `ctx.reportProgress`, or null: not the resume cursor `progress`. */
   liveProgress: unknown;
-  /** What the job waits for now (a durable sleep, an event, a child job: see JobWaitingFor), or null. */
-  waitingFor: JobWaitingFor | null;
+  /**
+   * What the job waits for now (a durable sleep, an event, a child job: see JobWaitingFor; its
+   * dependencies, a sequence's previous job: see JobDependencyWait), or null.
+   */
+  waitingFor: JobWaitingFor | JobDependencyWait | null;
   result: unknown;
   tenant: string | null;
   idempotencyKey: string | null;
@@ -242,6 +245,19 @@ export interface QueueStatus {
  * `waiting` job waits for (`until`: when its timeout ends the wait, null for none); the child
  * job a `waiting` job waits for (`ctx.invoke`).
  */
+/**
+ * What a `waiting` job enqueued with `dependsOn` or a `sequence` waits for (getJob's
+ * `waitingFor`): `jobIds`, its dependencies that have not ended done, in id order (a
+ * sequenced job's is the previous job of its key); `held`, those among them that failed and
+ * hold it (`onDependencyFailure: "hold"`, a sequence's default) until they are retried and end
+ * done (`retryJob`) or are cancelled (`cancelJob`).
+ */
+export interface JobDependencyWait {
+  kind: "dependencies";
+  jobIds: number[];
+  held: number[];
+}
+
 export type JobWaitingFor =
   | { kind: "sleep"; step: string; until: Date }
   | { kind: "event"; step: string; event: string; key: string; until: Date | null }

@@ -48,6 +48,7 @@ const JOB_KEYS: Record<keyof JobOptions, true> = {
   priorityAging: true,
   dependsOn: true,
   onDependencyFailure: true,
+  sequence: true,
 };
 const PROCESS_KEYS: Record<keyof ProcessOptions, true> = { queue: true, db: true, lease: true, events: true, logger: true };
 

@@ -106,9 +106,36 @@ export interface JobOptions {
    * and runs once all are `done`. In `enqueueMany`, an item may also name another item's `ref`.
    */
   dependsOn?: readonly number[];
-  /** What happens when a dependency fails for good or is cancelled: fail this job (default), cancel it, or run it anyway. */
+  /**
+   * What happens when a dependency fails for good or is cancelled: fail this job (default),
+   * cancel it, run it anyway, or `"hold"`: a failed dependency holds it `waiting` until that job
+   * is retried (`retryJob`) and ends done, or is cancelled (`cancelJob`); a cancelled one releases it.
+   */
   onDependencyFailure?: DependencyFailurePolicy;
+  /**
+   * Strict order per key: the jobs enqueued with one key run one at a time, in the order their
+   * enqueues commit, across workers and processes. A string is the key (1–191 characters); see
+   * `SequenceOptions` for the failure policy. Not with `dependsOn`, `onDependencyFailure`,
+   * `ref`, `idempotencyKey`, `dedupKey`, `throttle` or `debounce`, nor in `enqueueBatch`.
+   */
+  sequence?: string | SequenceOptions;
 }
+
+/**
+ * The `sequence` option. `key`: 1–191 characters, shared by all tenants (include the tenant in
+ * it). `onFailure`: when a job of the key fails for good, `"hold"` (default) keeps the key's
+ * later jobs `waiting` until it is retried and ends done, or is cancelled; `"continue"` lets
+ * the next one run. A cancelled job always lets the next one run.
+ */
+export interface SequenceOptions {
+  key: string;
+  onFailure?: SequenceFailurePolicy;
+}
+
+/** See `SequenceOptions.onFailure`. */
+export type SequenceFailurePolicy = "hold" | "continue";
+/** The default of `SequenceOptions.onFailure`. */
+export const DEFAULT_SEQUENCE_FAILURE: SequenceFailurePolicy = "hold";
 
 /**
  * The `throttle` option: windows are fixed slots of `seconds` by the database clock
@@ -135,7 +162,7 @@ export interface DebounceWindow {
 }
 
 /** See `JobOptions.onDependencyFailure`. */
-export type DependencyFailurePolicy = "fail" | "cancel" | "run";
+export type DependencyFailurePolicy = "fail" | "cancel" | "run" | "hold";
 
 export interface EnqueueOptions extends JobOptions {
   /** A database from connect(), a pool, or a client inside your own transaction. */

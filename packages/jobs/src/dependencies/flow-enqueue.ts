@@ -49,28 +49,60 @@ function writeFlow(db: JobsDatabase, jobs: NewJob[], plan: FlowPlan, insert: Ins
         }
       }
     });
-    const ids = await insert(tx, jobs);
-    const states: State[] = new Array(jobs.length);
-    for (const i of plan.order) states[i] = stateOf(plan.items[i] as FlowItem, existing, states, ids);
-    await writeStates(db, tx, plan, states, ids);
-    await moveEnded(
-      db,
-      tx,
-      ids.filter((_, i) => FINISHED_BADLY.has((states[i] as State | undefined)?.status ?? "")),
-    );
-    const edges = plan.items.flatMap((item, i) => [...item.existing, ...item.local.map((j) => ids[j] as number)].map((dep) => [ids[i] as number, dep]));
-    for (let from = 0; from < edges.length; from += EDGES_PER_STATEMENT) {
-      const chunk = edges.slice(from, from + EDGES_PER_STATEMENT);
+    return writePlanned(db, tx, jobs, plan, existing, insert);
+  });
+}
+
+/**
+ * The writes of a flow once its existing dependencies are locked and read (`existing`), on
+ * `tx`: inserts the jobs, sets their states, moves those that ended at once into history,
+ * writes the edges and marks the dependencies. Shared with sequences (sequence-enqueue.ts),
+ * whose plan is known only once the key's row is locked.
+ */
+export async function writePlanned(
+  db: JobsDatabase,
+  tx: Executor,
+  jobs: NewJob[],
+  plan: FlowPlan,
+  existing: Map<number, ExistingJob>,
+  insert: InsertJobs,
+): Promise<number[]> {
+  const ids = await insert(tx, jobs);
+  const states: State[] = new Array(jobs.length);
+  for (const i of plan.order) states[i] = stateOf(plan.items[i] as FlowItem, existing, states, ids);
+  await writeStates(db, tx, plan, states, ids);
+  await moveEnded(
+    db,
+    tx,
+    ids.filter((_, i) => FINISHED_BADLY.has((states[i] as State | undefined)?.status ?? "")),
+  );
+  const edges = plan.items.flatMap((item, i) =>
+    [...item.existing, ...item.local.map((j) => ids[j] as number)].map((dep) => ({ edge: [ids[i] as number, dep], holds: item.policy === "hold" })),
+  );
+  // Holding edges name their column (migration 25); the others are written as before it.
+  for (const holds of [false, true]) {
+    const some = edges.filter((e) => e.holds === holds).map((e) => e.edge);
+    for (let from = 0; from < some.length; from += EDGES_PER_STATEMENT) {
+      const chunk = some.slice(from, from + EDGES_PER_STATEMENT);
       await tx.query(
-        `INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id) VALUES ${valuesList(chunk.length, 2, (p) => `(${p(1)}, ${p(2)})`)}`,
+        holds
+          ? `INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id, holds) VALUES ${valuesList(chunk.length, 2, (p) => `(${p(1)}, ${p(2)}, ${db.dialect === "postgres" ? "true" : "1"})`)}`
+          : `INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id) VALUES ${valuesList(chunk.length, 2, (p) => `(${p(1)}, ${p(2)})`)}`,
         chunk.flat(),
       );
     }
-    const named = plan.existingIds.filter((id) => !existing.get(id)?.hasDependents);
-    if (named.length > 0)
-      await tx.query(`UPDATE ${db.table} SET has_dependents = ${db.dialect === "postgres" ? "true" : "1"} WHERE ${db.sql.inList("id", "$1")}`, [named]);
-    return ids;
-  });
+  }
+  // Marked in history too: a failed job that holds a dependent releases it when, retried, it ends done.
+  const named = plan.existingIds.filter((id) => !existing.get(id)?.hasDependents);
+  for (const ended of [false, true]) {
+    const some = named.filter((id) => existing.get(id)?.ended === ended);
+    if (some.length === 0) continue;
+    await tx.query(
+      `UPDATE ${ended ? db.historyTable : db.table} SET has_dependents = ${db.dialect === "postgres" ? "true" : "1"} WHERE ${db.sql.inList("id", "$1")}`,
+      [some],
+    );
+  }
+  return ids;
 }
 
 /**
@@ -92,30 +124,35 @@ function checkLocalTenants(jobs: NewJob[], plan: FlowPlan, field: (i: number, na
   });
 }
 
-interface ExistingJob {
+export interface ExistingJob {
   status: string;
   tenant: string | null;
   hasDependents: boolean;
+  /** Read from history. */
+  ended: boolean;
 }
 
-async function lockExisting(db: JobsDatabase, tx: Executor, ids: number[]): Promise<Map<number, ExistingJob>> {
+/**
+ * Locks and reads the existing jobs `ids`: the live table's rows, then history's (ended ones,
+ * locked too: a retry moving one back to the live table then waits, and carries the
+ * has_dependents this enqueue sets), then the live table again for any a retry moved back
+ * between the two reads.
+ */
+export async function lockExisting(db: JobsDatabase, tx: Executor, ids: number[]): Promise<Map<number, ExistingJob>> {
   const found = new Map<number, ExistingJob>();
   if (ids.length === 0) return found;
   const lock = db.dialect === "sqlite" ? "" : " FOR UPDATE";
-  const { rows } = await tx.query<{ id: number | string; status: string; tenant: string | null; has_dependents: unknown }>(
-    `SELECT id, status, tenant, has_dependents FROM ${db.table} WHERE ${db.sql.inList("id", "$1")} ORDER BY id${lock}`,
-    [ids],
-  );
-  for (const r of rows) found.set(Number(r.id), { status: r.status, tenant: r.tenant, hasDependents: Boolean(Number(r.has_dependents)) });
-  // Dependencies that have ended are in history: read there (an ended row no longer changes).
-  const ended = ids.filter((id) => !found.has(id));
-  if (ended.length > 0) {
-    const { rows: history } = await tx.query<{ id: number | string; status: string; tenant: string | null }>(
-      `SELECT id, status, tenant FROM ${db.historyTable} WHERE ${db.sql.inList("id", "$1")}`,
-      [ended],
+  const read = async (table: string, wanted: number[], ended: boolean) => {
+    const { rows } = await tx.query<{ id: number | string; status: string; tenant: string | null; has_dependents: unknown }>(
+      `SELECT id, status, tenant, has_dependents FROM ${table} WHERE ${db.sql.inList("id", "$1")} ORDER BY id${lock}`,
+      [wanted],
     );
-    for (const r of history) found.set(Number(r.id), { status: r.status, tenant: r.tenant, hasDependents: true });
-  }
+    for (const r of rows) found.set(Number(r.id), { status: r.status, tenant: r.tenant, hasDependents: Boolean(Number(r.has_dependents)), ended });
+  };
+  const missing = () => ids.filter((id) => !found.has(id));
+  await read(db.table, ids, false);
+  if (missing().length > 0) await read(db.historyTable, missing(), true);
+  if (missing().length > 0) await read(db.table, missing(), false);
   return found;
 }
 
@@ -124,14 +161,16 @@ function stateOf(item: FlowItem, existing: Map<number, ExistingJob>, states: Sta
     ...item.existing.map((id) => ({ id, status: (existing.get(id) as ExistingJob).status })),
     ...item.local.map((j) => ({ id: ids[j] as number, status: (states[j] as State).status })),
   ];
+  // "hold": a failed dependency counts as unfinished (the job waits for its retry); a cancelled one as ended.
+  const held = (status: string) => item.policy === "hold" && status === "failed";
   const broken = deps.find((d) => FINISHED_BADLY.has(d.status));
-  if (broken && item.policy !== "run") {
+  if (broken && item.policy !== "run" && item.policy !== "hold") {
     return {
       status: item.policy === "cancel" ? "cancelled" : "failed",
       error: `dependency ${broken.id} ${broken.status === "failed" ? "failed" : "was cancelled"}; onDependencyFailure is "${item.policy}"`,
     };
   }
-  const depsPending = deps.filter((d) => d.status !== "done" && !FINISHED_BADLY.has(d.status)).length;
+  const depsPending = deps.filter((d) => d.status !== "done" && (!FINISHED_BADLY.has(d.status) || held(d.status))).length;
   return { status: depsPending > 0 ? "waiting" : "pending", depsPending };
 }
 
@@ -141,7 +180,8 @@ async function writeStates(db: JobsDatabase, tx: Executor, plan: FlowPlan, state
   plan.items.forEach((item, i) => {
     const state = states[i] as State;
     if (!item.dependent && !item.referenced) return;
-    const policy = item.dependent ? item.policy : null;
+    // A holding job is stored as "run" (a cancelled dependency releases it); its edges say it holds.
+    const policy = item.dependent ? (item.policy === "hold" ? "run" : item.policy) : null;
     const key = JSON.stringify([state, policy, item.referenced]);
     const group = groups.get(key) ?? { ids: [], state, policy, referenced: item.referenced };
     group.ids.push(ids[i] as number);

@@ -1,6 +1,6 @@
 import type { JobsDatabase } from "../core/database.js";
 import type { Executor } from "../db/executor.js";
-import type { BatchSummary, DependencyInfo, Job, JobStatus } from "../base/types.js";
+import type { BatchSummary, DependencyInfo, Job, JobDependencyWait, JobStatus } from "../base/types.js";
 import { eachStore, storesOf } from "../core/stores.js";
 import { openJson } from "../base/payload-codec.js";
 
@@ -68,4 +68,19 @@ export async function withEdges(db: JobsDatabase, executor: Executor, job: Job, 
     job.dependents = rows.map((r) => Number(r.id));
   }
   return job;
+}
+
+/** getJob's `waitingFor` for a `waiting` job with dependencies: those not done, and the failed ones that hold it. */
+export async function readDependencyWait(db: JobsDatabase, jobId: number): Promise<JobDependencyWait> {
+  const edges = (table: string) =>
+    `SELECT j.id, j.status, e.holds FROM ${db.dependenciesTable} e JOIN ${table} j ON j.id = e.depends_on_id WHERE e.job_id = $1 AND j.status <> 'done'`;
+  const { rows } = await db.executor.query<{ id: number | string; status: JobStatus; holds: unknown }>(
+    `SELECT * FROM (${eachStore(edges, storesOf(db))}) AS d ORDER BY id`,
+    [jobId],
+  );
+  return {
+    kind: "dependencies",
+    jobIds: rows.map((r) => Number(r.id)),
+    held: rows.filter((r) => r.status === "failed" && Boolean(Number(r.holds))).map((r) => Number(r.id)),
+  };
 }

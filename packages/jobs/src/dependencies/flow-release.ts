@@ -39,6 +39,7 @@ interface EdgeRow {
   deps_pending: number | string;
   has_dependents: unknown;
   batch_id: number | string | null;
+  holds: unknown;
 }
 
 /**
@@ -69,22 +70,25 @@ async function settleDependents(db: JobsDatabase, tx: Executor, parents: EndedJo
   const byId = new Map(parents.map((p) => [p.id, p]));
   // Dependents locked in id order (the lock order of every write): their counter is then exact.
   const { rows } = await tx.query<EdgeRow>(
-    `SELECT e.job_id, e.depends_on_id, j.on_dependency_failure AS policy, j.queue, j.deps_pending, j.has_dependents, j.batch_id
+    `SELECT e.job_id, e.depends_on_id, e.holds, j.on_dependency_failure AS policy, j.queue, j.deps_pending, j.has_dependents, j.batch_id
      FROM ${db.dependenciesTable} e JOIN ${db.table} j ON j.id = e.job_id
      WHERE ${db.sql.inList("e.depends_on_id", "$1")} AND j.status = 'waiting'
      ORDER BY e.job_id${forUpdate(db, "j")}`,
     [[...byId.keys()]],
   );
-  const dependents = new Map<number, { row: EdgeRow; ended: EndedJob[] }>();
+  const dependents = new Map<number, { row: EdgeRow; ended: EndedJob[]; held: number }>();
   for (const row of rows) {
     const id = Number(row.job_id);
-    const entry = dependents.get(id) ?? { row, ended: [] };
-    entry.ended.push(byId.get(Number(row.depends_on_id)) as EndedJob);
+    const entry = dependents.get(id) ?? { row, ended: [], held: 0 };
+    const parent = byId.get(Number(row.depends_on_id)) as EndedJob;
+    entry.ended.push(parent);
+    // A holding edge (the "hold" policy, sequences) keeps its dependent waiting on a failure: the edge stays for the retry.
+    if (parent.status === "failed" && Boolean(Number(row.holds))) entry.held++;
     dependents.set(id, entry);
   }
   const next: EndedJob[] = [];
   const decrements = new Map<number, number[]>();
-  for (const [id, { row, ended }] of dependents) {
+  for (const [id, { row, ended, held }] of dependents) {
     const policy = row.policy ?? "fail";
     const broken = ended.find((e) => e.status !== "done");
     if (broken && policy !== "run") {
@@ -98,7 +102,8 @@ async function settleDependents(db: JobsDatabase, tx: Executor, parents: EndedJo
       next.push({ id, status, hasDependents: Boolean(Number(row.has_dependents)), batchId: row.batch_id === null ? null : Number(row.batch_id) });
       continue;
     }
-    const n = ended.length;
+    const n = ended.length - held;
+    if (n === 0) continue;
     decrements.set(n, [...(decrements.get(n) ?? []), id]);
     if (Number(row.deps_pending) <= n) queues.add(row.queue);
   }

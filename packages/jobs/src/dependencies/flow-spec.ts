@@ -8,7 +8,7 @@ import { describe } from "../base/validate.js";
  * and `ref`. Pure: the database checks (ids exist, same tenant) are flow-enqueue.ts's.
  */
 
-export const DEPENDENCY_FAILURE_POLICIES: readonly DependencyFailurePolicy[] = ["fail", "cancel", "run"];
+export const DEPENDENCY_FAILURE_POLICIES: readonly DependencyFailurePolicy[] = ["fail", "cancel", "run", "hold"];
 /** Dependencies one job may list: the edges are written per job, and a larger fan-in is a batch's work. */
 export const MAX_DEPENDENCIES = 1000;
 
@@ -81,7 +81,7 @@ function readItem(o: FlowOptions, i: number, refs: Map<string, number>, field: (
   if (o.onDependencyFailure !== undefined) {
     if (!DEPENDENCY_FAILURE_POLICIES.includes(o.onDependencyFailure as DependencyFailurePolicy)) {
       throw new JobError(
-        `${field(i, "onDependencyFailure")} must be "fail", "cancel" or "run", got ${describe(o.onDependencyFailure)}`,
+        `${field(i, "onDependencyFailure")} must be "fail", "cancel", "run" or "hold", got ${describe(o.onDependencyFailure)}`,
         field(i, "onDependencyFailure"),
       );
     }

@@ -62,6 +62,12 @@ export async function enqueueBatch(items: readonly EnqueueManyItem[], options: E
       if (item[key] !== undefined)
         throw new JobError(`items[${i}].${key}: a batch's items cannot have dependencies; use enqueueMany for a flow`, `items[${i}].${key}`);
     }
+    if (item.sequence !== undefined) {
+      throw new JobError(
+        `items[${i}].sequence: a batch's items cannot be sequenced (a held item would keep its batch from ending); enqueue them with enqueueMany`,
+        `items[${i}].sequence`,
+      );
+    }
     // A key could resolve to an existing job, which would then be counted in this batch.
     for (const key of ["idempotencyKey", "dedupKey", "throttle"] as const) {
       if (item[key]) {

@@ -6,6 +6,8 @@ import { insertStatement } from "./insert-statement.js";
 import { findExisting, snapshotError, yieldToEndedKeys } from "./key-conflicts.js";
 import { insertFlow, type InsertJobs } from "../dependencies/flow-enqueue.js";
 import { readFlowPlan } from "../dependencies/flow-spec.js";
+import { insertSequenced } from "../dependencies/sequence-enqueue.js";
+import { readSequences } from "../dependencies/sequence-spec.js";
 import { keyThrottledJobs } from "./throttle.js";
 import { enqueueDebounced } from "./debounce.js";
 import { hasKey, isItemShaped, prepareJob, type InsertedRow, type NewJob } from "./new-job.js";
@@ -41,12 +43,14 @@ export async function enqueue<T extends string>(task: T, payload?: PayloadOf<T>,
   checkOptions(options, ENQUEUE_OPTION_KEYS, "enqueue");
   const db = resolveDb(options.db);
   const job = prepareJob(task, payload, options, DEFAULT_QUEUE, db.settings, null);
+  const sequences = readSequences([options], ownField);
   if (db.dialect === "mysql") await checkPayloadsFit(db, [job.payload], () => "payload");
   const keying = keyThrottledJobs(db, [job]);
   if (keying) await keying;
   const plan = readFlowPlan([options], ownField);
   const [id] = await withEnqueueSpan(job.task, job.queue, 1, async (trace) => {
     if (job.debounce !== null) return [await enqueueDebounced(db, traced(job, trace), async (tx) => (await insertJobs(db, tx, [job], ownField))[0] as number)];
+    if (sequences) return insertSequenced(db, [traced(job, trace)], sequences, inserter(db), ownField);
     return plan ? insertFlow(db, [traced(job, trace)], plan, inserter(db), ownField) : insertOne(db, traced(job, trace));
   });
   wakeLocalWorkers(db, [job]);
@@ -89,6 +93,7 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
     return prepareJob(item.task, item.payload, item, defaultQueue, db.settings, i);
   });
   if (jobs.length === 0) return [];
+  const sequences = readSequences(items, (i, name) => `items[${i}].${name}`);
   if (db.dialect === "mysql")
     await checkPayloadsFit(
       db,
@@ -101,8 +106,12 @@ export async function enqueueMany<T extends string>(items: readonly EnqueueManyI
   if (keying) await keying;
   const first = jobs[0] as NewJob;
   const plan = readFlowPlan(items, (i, name) => `items[${i}].${name}`);
+  if (plan && sequences) {
+    throw new JobError("enqueueMany: a call with sequenced items cannot also hold a flow (dependsOn, ref); enqueue the flow in its own call", "sequence");
+  }
   const ids = await withEnqueueSpan(first.task, first.queue, jobs.length, async (trace) => {
     for (const job of jobs) traced(job, trace);
+    if (sequences) return insertSequenced(db, jobs, sequences, inserter(db), (i, name) => `items[${i}].${name}`);
     if (plan) return insertFlow(db, jobs, plan, inserter(db), (i, name) => `items[${i}].${name}`);
     const chunks = chunked(jobs, forDialect(CHUNK, db.dialect, "chunk size"));
     // One keyless statement is atomic by itself; key conflicts are resolved after the insert,

@@ -6,6 +6,7 @@ import type { Executor } from "../db/executor.js";
 import { JobError } from "../base/errors.js";
 import { pruneFlowEdges } from "../dependencies/flow-prune.js";
 import { settleEndedIds } from "../dependencies/flow-release.js";
+import { cancelHoldingFailed } from "../dependencies/release-held.js";
 import { whileEnding } from "../run/ended.js";
 import { pruneAttempts, recordAttempts } from "../run/attempts.js";
 import { type AdminOptions, type DatabaseOptions, type PruneHistoryOptions, type PruneOptions } from "../core/options.js";
@@ -29,7 +30,9 @@ function checkAdminCall(id: unknown, options: AdminOptions, where: string): { db
 
 /**
  * Cancels a pending, running or waiting job. A running handler sees its `ctx.signal` fire at its
- * worker's next lease extension, and its completion is refused (fenced).
+ * worker's next lease extension, and its completion is refused (fenced). A failed job that
+ * holds waiting jobs (`onDependencyFailure: "hold"`, a `sequence`) is marked cancelled, which
+ * releases them; any other ended job is left as it is (false).
  */
 export async function cancelJob(id: number, options: AdminOptions = {}): Promise<boolean> {
   const { db, tenant } = checkAdminCall(id, options, "cancelJob");
@@ -42,7 +45,7 @@ export async function cancelJob(id: number, options: AdminOptions = {}): Promise
         tenant === null ? [id] : [id, tenant],
       );
       if (rowCount > 0) await settleEndedIds(db, tx, [id], "cancelled");
-      return rowCount > 0;
+      return rowCount > 0 || (await cancelHoldingFailed(db, tx, id, tenant));
     }),
   );
 }

@@ -2,6 +2,7 @@ import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
 import { priorityAging } from "./aging.js";
+import { sequenceKeys } from "./sequences.js";
 import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
@@ -275,4 +276,5 @@ export const mysqlMigrations: Migration[] = [
   debounceKeys("mysql"),
   awaitedAndProgress("mysql"),
   priorityAging("mysql"),
+  sequenceKeys("mysql"),
 ];

@@ -2,6 +2,7 @@ import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
 import { priorityAging } from "./aging.js";
+import { sequenceKeys } from "./sequences.js";
 import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
@@ -248,4 +249,5 @@ export const postgresMigrations: Migration[] = [
   debounceKeys("postgres"),
   awaitedAndProgress("postgres"),
   priorityAging("postgres"),
+  sequenceKeys("postgres"),
 ];

@@ -2,6 +2,7 @@ import { runningWithoutLease } from "./lease-index.js";
 import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
 import { priorityAging } from "./aging.js";
+import { sequenceKeys } from "./sequences.js";
 import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
@@ -274,4 +275,5 @@ export const sqliteMigrations: Migration[] = [
   debounceKeys("sqlite"),
   awaitedAndProgress("sqlite"),
   priorityAging("sqlite"),
+  sequenceKeys("sqlite"),
 ];

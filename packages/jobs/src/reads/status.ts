@@ -2,7 +2,7 @@ import { resolveDb } from "../core/connect.js";
 import { waitingForOf } from "./steps.js";
 import { countsQuery, pendingRows, type CountRow } from "../maintenance/counts.js";
 import { columnList, JOB_COLUMNS, toJob } from "../core/job-row.js";
-import { withEdges } from "../dependencies/flow-reads.js";
+import { readDependencyWait, withEdges } from "../dependencies/flow-reads.js";
 import { readLiveProgress } from "../run/report-progress.js";
 import { eachStore } from "../core/stores.js";
 import type { Job, QueueStatus } from "../base/types.js";
@@ -37,6 +37,7 @@ export async function getJob(id: number, options: ReadOptions = {}): Promise<Job
   const job = await withEdges(db, db.executor, toJob(db.sql, row), flags);
   job.liveProgress = await readLiveProgress(db, job.id);
   job.waitingFor = await waitingForOf(db, job.id, job.status);
+  if (job.waitingFor === null && job.status === "waiting" && flags.dependsOn) job.waitingFor = await readDependencyWait(db, job.id);
   return job;
 }
 
