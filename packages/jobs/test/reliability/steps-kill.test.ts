@@ -9,7 +9,7 @@ import { allJobs, backends, waitFor, type TestDatabase } from "../helpers/backen
 import type { StepResult } from "./fixtures/step-handlers.js";
 import type { Child } from "./helpers/children.js";
 import { serialColumn } from "./helpers/dialect.js";
-import { Fleet } from "./helpers/fleet.js";
+import { Fleet, workerRunningJob } from "./helpers/fleet.js";
 import { died, enqueued, finalJobs, historyOf, type HistoryEvent } from "./helpers/history.js";
 import { checkHistory, describeViolations } from "./helpers/history-check.js";
 import { count, expectSettled, finished } from "./helpers/queue.js";
@@ -94,21 +94,9 @@ describe.each(backends())("durable steps in killed worker processes ($name)", (b
           async () => (await finished(t, QUEUE)) >= (JOBS * k) / (KILLS + 1),
           timeoutMs(60, 300),
         );
-        const victim = await waitFor(
-          "a live worker running a job",
-          async () => {
-            const rows = await t.sql<{ locked_by: string }>(
-              `SELECT DISTINCT locked_by FROM {jobs} WHERE status = 'running' AND started_at IS NOT NULL AND queue = $1`,
-              [QUEUE],
-            );
-            const holding = new Set(rows.map((r) => r.locked_by));
-            const candidates = fleet!.slots.map((c, slot) => ({ c, slot })).filter(({ c }) => c.running && holding.has(c.label));
-            return candidates.length ? candidates[Math.floor(Math.random() * candidates.length)] : undefined;
-            // As long as the wait for progress above: on a loaded machine (CI at f46e4fe, SQLite) the
-            // fleet's restarted workers took longer than the default 10 s to hold a job again.
-          },
-          timeoutMs(60, 300),
-        );
+        // As long as the wait for progress above: on a loaded machine (CI at f46e4fe, SQLite) the
+        // fleet's restarted workers took longer than the default 10 s to hold a job again.
+        const victim = await workerRunningJob(t, fleet, QUEUE, timeoutMs(60, 300));
         // Odd kills land right after a step's function began (mid-step), even ones wherever the run is.
         if (k % 2 === 1) {
           await nextStepRan(victim.c);

@@ -1,3 +1,4 @@
+import { waitFor, type TestDatabase } from "../../helpers/backends.js";
 import type { WorkerConfig } from "../fixtures/worker.js";
 import { Child, fixture, killAll, type Exit } from "./children.js";
 
@@ -60,4 +61,24 @@ export class Fleet {
     this.stopping = true;
     await killAll(this.all);
   }
+}
+
+/**
+ * A live process of `fleet`, chosen at random among those holding a started job of `queue`, and
+ * its slot: the victim of a kill that lands mid-run. Waits (polling) until there is one.
+ */
+export function workerRunningJob(t: TestDatabase, fleet: Fleet, queue: string, timeoutMs: number): Promise<{ c: Child; slot: number }> {
+  return waitFor(
+    "a live worker running a job",
+    async () => {
+      const rows = await t.sql<{ locked_by: string }>(
+        `SELECT DISTINCT locked_by FROM {jobs} WHERE status = 'running' AND started_at IS NOT NULL AND queue = $1`,
+        [queue],
+      );
+      const holding = new Set(rows.map((r) => r.locked_by));
+      const candidates = fleet.slots.map((c, slot) => ({ c, slot })).filter(({ c }) => c.running && holding.has(c.label));
+      return candidates.length ? candidates[Math.floor(Math.random() * candidates.length)] : undefined;
+    },
+    timeoutMs,
+  );
 }
