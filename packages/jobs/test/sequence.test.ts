@@ -255,6 +255,43 @@ describe.each(backends())("sequence ($name)", (backend) => {
     expect(await Promise.all([b, c].map(status))).toEqual(["done", "done"]);
   });
 
+  it("cancelling a waiting job of the key drops it from the middle: the next one follows its predecessor", async () => {
+    const queue = uniqueName("middle");
+    const key = `${queue}:k`;
+    const [a, b, c] = [
+      await enqueue("work", {}, { db: t.db, queue, sequence: key }),
+      await enqueue("work", {}, { db: t.db, queue, sequence: key }),
+      await enqueue("work", {}, { db: t.db, queue, sequence: key }),
+    ] as [number, number, number];
+    expect(await cancelJob(b, { db: t.db })).toBe(true);
+    expect(await status(c)).toBe("pending");
+    const order: number[] = [];
+    expect(await drain({ work: (_p: unknown, ctx: JobContext) => void order.push(ctx.job.id) }, { db: t.db, queue })).toBe(2);
+    // c no longer waits for a: both were pending, and run in claim order.
+    expect(order).toEqual([a, c]);
+  });
+
+  it("a key is shared by all tenants: one whose last job is another tenant's is refused, nothing written", async () => {
+    const queue = uniqueName("tenants");
+    const key = `${queue}:k`;
+    await enqueue("work", {}, { db: t.db, queue, sequence: key, tenant: "org-1" });
+    const before = await count();
+    await expect(enqueue("work", {}, { db: t.db, queue, sequence: key, tenant: "org-2" })).rejects.toThrow(
+      /is used by jobs of another tenant \(keys are shared by all tenants\); include the tenant in the key/,
+    );
+    await expect(
+      enqueueMany(
+        [
+          { task: "work", sequence: `${key}:2`, tenant: "org-1" },
+          { task: "work", sequence: `${key}:2` },
+        ],
+        { db: t.db, queue },
+      ),
+    ).rejects.toThrow(/items\[1\]\.sequence: items of one key must have one tenant/);
+    expect(await count()).toBe(before);
+    expect(await status(await enqueue("work", {}, { db: t.db, queue, sequence: key, tenant: "org-1" }))).toBe("waiting");
+  });
+
   it("a rolled-back enqueue leaves the key as it was", async () => {
     const queue = uniqueName("tx");
     const key = `${queue}:k`;
