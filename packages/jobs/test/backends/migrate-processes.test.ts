@@ -71,6 +71,7 @@ for (const backend of backends().filter((b): b is typeof b & { name: "sqlite" | 
               "jobs_progress",
               "jobs_queues",
               "jobs_schedules",
+              "jobs_sequences",
               "jobs_steps",
               "jobs_waits",
               "jobs_workers",
