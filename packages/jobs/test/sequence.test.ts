@@ -307,14 +307,21 @@ describe.each(backends())("sequence ($name)", (backend) => {
     expect((await getJob(b, { db: t.db }))!.dependsOn).toEqual([a]);
   });
 
+  it("a key of 191 characters as the database counts them (emoji are one each) is accepted", async () => {
+    const queue = uniqueName("long");
+    const key = "😀".repeat(191);
+    await enqueue("work", {}, { db: t.db, queue, sequence: key });
+    expect(await status(await enqueue("work", {}, { db: t.db, queue, sequence: key }))).toBe("waiting");
+  });
+
   it("bad input is a JobError and writes nothing", async () => {
     const queue = uniqueName("bad");
     const before = await count();
     const keys = await sequenceRows();
     const refused: [unknown, RegExp][] = [
-      [{ sequence: "" }, /sequence must be a string of 1 to 191 characters, got 0 characters/],
-      [{ sequence: "x".repeat(192) }, /1 to 191 characters, got 192/],
-      [{ sequence: { key: "" } }, /sequence\.key must be a string of 1 to 191/],
+      [{ sequence: "" }, /sequence must be a non-empty string of at most 191 characters, got ""/],
+      [{ sequence: "x".repeat(192) }, /sequence must be at most 191 characters, got 192/],
+      [{ sequence: { key: "" } }, /sequence\.key must be a non-empty string/],
       [{ sequence: 5 }, /sequence must be a key \(a string\) or \{ key, onFailure\? \}/],
       [{ sequence: { key: "k", onFailure: "skip" } }, /sequence\.onFailure must be "hold" or "continue", got "skip"/],
       [{ sequence: { key: "k", order: 1 } }, /unknown option "order"/],

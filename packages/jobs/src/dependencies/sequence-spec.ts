@@ -1,5 +1,5 @@
 import { JobError } from "../base/errors.js";
-import { checkKnownOptions, describe, MAX_FLOW_KEY_LENGTH } from "../base/validate.js";
+import { checkKnownOptions, checkLength, describe, MAX_FLOW_KEY_LENGTH } from "../base/validate.js";
 import { DEFAULT_SEQUENCE_FAILURE, type SequenceFailurePolicy } from "../core/options.js";
 
 /**
@@ -44,12 +44,10 @@ function readItem(o: SequenceOptionsOf, field: (name: string) => string): Sequen
     throw new JobError(`${name} must be a key (a string) or { key, onFailure? }, got ${describe(value)}`, name);
   }
   const keyField = typeof value === "string" ? name : `${name}.key`;
-  if (typeof key !== "string" || key.length === 0 || key.length > MAX_FLOW_KEY_LENGTH) {
-    throw new JobError(
-      `${keyField} must be a string of 1 to ${MAX_FLOW_KEY_LENGTH} characters, got ${typeof key === "string" ? `${key.length} characters` : describe(key)}`,
-      keyField,
-    );
+  if (typeof key !== "string" || key.length === 0) {
+    throw new JobError(`${keyField} must be a non-empty string of at most ${MAX_FLOW_KEY_LENGTH} characters, got ${describe(key)}`, keyField);
   }
+  checkLength(key, MAX_FLOW_KEY_LENGTH, keyField);
   if (onFailure !== undefined && !FAILURE_POLICIES.includes(onFailure as SequenceFailurePolicy)) {
     throw new JobError(`${name}.onFailure must be "hold" or "continue", got ${describe(onFailure)}`, `${name}.onFailure`);
   }
