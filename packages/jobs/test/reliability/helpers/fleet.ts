@@ -67,7 +67,18 @@ export class Fleet {
  * A live process of `fleet`, chosen at random among those holding a started job of `queue`, and
  * its slot: the victim of a kill that lands mid-run. Waits (polling) until there is one.
  */
-export function workerRunningJob(t: TestDatabase, fleet: Fleet, queue: string, timeoutMs: number): Promise<{ c: Child; slot: number }> {
+/**
+ * A live worker of the fleet that holds a started job of `queue`, picked at random. `keepBusy`,
+ * called on each look that found none, lets a test add work: on a loaded machine the test's own
+ * polls can come so late that every job has ended, and then no worker would ever hold one.
+ */
+export function workerRunningJob(
+  t: TestDatabase,
+  fleet: Fleet,
+  queue: string,
+  timeoutMs: number,
+  keepBusy?: () => Promise<void>,
+): Promise<{ c: Child; slot: number }> {
   return waitFor(
     "a live worker running a job",
     async () => {
@@ -77,7 +88,9 @@ export function workerRunningJob(t: TestDatabase, fleet: Fleet, queue: string, t
       );
       const holding = new Set(rows.map((r) => r.locked_by));
       const candidates = fleet.slots.map((c, slot) => ({ c, slot })).filter(({ c }) => c.running && holding.has(c.label));
-      return candidates.length ? candidates[Math.floor(Math.random() * candidates.length)] : undefined;
+      if (candidates.length) return candidates[Math.floor(Math.random() * candidates.length)];
+      await keepBusy?.();
+      return undefined;
     },
     timeoutMs,
   );
