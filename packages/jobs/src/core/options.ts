@@ -260,7 +260,7 @@ export interface AdminOptions {
 }
 
 export interface PruneOptions {
-  /** Seconds since the job ended. Required. */
+  /** Seconds since the job ended, at least (0: every ended job, one that ended this instant too). Required. */
   olderThan: number;
   /** Which ended states to delete. Default all three. */
   statuses?: ("done" | "failed" | "cancelled")[];

@@ -53,7 +53,7 @@ export async function moveBatch(db: JobsDatabase, olderThan: number, statuses: r
     const { rows } = await db.executor.query<{ day: string }>(
       `SELECT DISTINCT to_char(p.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day FROM (
          SELECT j.finished_at FROM ${db.table} AS j
-         WHERE j.status IN (${statuses.map((s) => `'${s}'`).join(", ")}) AND j.finished_at < ${db.sql.nowPlus("$1", "-")}
+         WHERE j.status IN (${statuses.map((s) => `'${s}'`).join(", ")}) AND j.finished_at <= ${db.sql.nowPlus("$1", "-")}
          ORDER BY j.finished_at LIMIT $2) AS p ORDER BY day`,
       [olderThan, batch],
     );

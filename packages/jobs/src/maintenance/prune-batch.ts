@@ -36,19 +36,19 @@ const BATCH: PerDialect<(db: JobsDatabase, statuses: readonly FinishedStatus[]) 
   postgres: (db, statuses) => `
     DELETE FROM ${db.historyTable} WHERE id = ANY (ARRAY(
       SELECT j.id FROM ${db.historyTable} AS j
-      WHERE j.status IN (${literals(statuses)}) AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${kept(db, "j", false)}
+      WHERE j.status IN (${literals(statuses)}) AND j.finished_at <= ${db.sql.nowPlus("$1", "-")}${kept(db, "j", false)}
       ORDER BY j.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED))`,
   sqlite: (db, statuses) => `
     DELETE FROM ${db.historyTable} WHERE id IN (
       SELECT j.id FROM ${db.historyTable} AS j
-      WHERE j.status IN (${literals(statuses)}) AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${kept(db, "j", false)}
+      WHERE j.status IN (${literals(statuses)}) AND j.finished_at <= ${db.sql.nowPlus("$1", "-")}${kept(db, "j", false)}
       ORDER BY j.finished_at LIMIT $2)`,
   // MariaDB cannot read the table a DELETE deletes from in a subquery: the ids are picked
   // first (per status), then deleted with the conditions checked again. READ COMMITTED
   // sessions take no gap locks, so ending writes never wait on the range.
   mysql: (db, statuses) => `
     SELECT j.id FROM ${db.historyTable} AS j
-    WHERE j.status = '${statuses[0]}' AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${kept(db, "j", false)}
+    WHERE j.status = '${statuses[0]}' AND j.finished_at <= ${db.sql.nowPlus("$1", "-")}${kept(db, "j", false)}
     ORDER BY j.finished_at LIMIT $2`,
 };
 
@@ -62,15 +62,15 @@ const BATCH: PerDialect<(db: JobsDatabase, statuses: readonly FinishedStatus[]) 
 const LEGACY: PerDialect<(db: JobsDatabase, statuses: readonly FinishedStatus[], bound: string) => string> = {
   postgres: (db, statuses, bound) => `
     SELECT j.id FROM ${db.table} AS j
-    WHERE j.status IN (${literals(statuses)}) AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${bound}${kept(db, "j")}
+    WHERE j.status IN (${literals(statuses)}) AND j.finished_at <= ${db.sql.nowPlus("$1", "-")}${bound}${kept(db, "j")}
     ORDER BY j.finished_at LIMIT $2 FOR UPDATE OF j SKIP LOCKED`,
   sqlite: (db, statuses, bound) => `
     SELECT j.id FROM ${db.table} AS j
-    WHERE ${db.sql.finished("j")} AND j.status IN (${literals(statuses)}) AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${bound}${kept(db, "j")}
+    WHERE ${db.sql.finished("j")} AND j.status IN (${literals(statuses)}) AND j.finished_at <= ${db.sql.nowPlus("$1", "-")}${bound}${kept(db, "j")}
     ORDER BY j.finished_at LIMIT $2`,
   mysql: (db, statuses, bound) => `
     SELECT j.id FROM ${db.table} AS j
-    WHERE j.status = '${statuses[0]}' AND j.finished_at < ${db.sql.nowPlus("$1", "-")}${bound}${kept(db, "j")}
+    WHERE j.status = '${statuses[0]}' AND j.finished_at <= ${db.sql.nowPlus("$1", "-")}${bound}${kept(db, "j")}
     ORDER BY j.finished_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
 };
 
@@ -88,7 +88,7 @@ export async function pruneBatch(db: JobsDatabase, olderThan: number, statuses: 
     if (rows.length === 0) continue;
     const ids = rows.map((r) => Number(r.id));
     const { rowCount } = await db.executor.query(
-      `DELETE FROM ${db.historyTable} WHERE id IN (${ids.map((_, i) => `$${i + 2}`).join(", ")}) AND status = '${status}' AND finished_at < ${db.sql.nowPlus("$1", "-")}`,
+      `DELETE FROM ${db.historyTable} WHERE id IN (${ids.map((_, i) => `$${i + 2}`).join(", ")}) AND status = '${status}' AND finished_at <= ${db.sql.nowPlus("$1", "-")}`,
       [olderThan, ...ids],
     );
     deleted += rowCount;
