@@ -86,7 +86,7 @@ export async function writePlanned(
       const chunk = some.slice(from, from + EDGES_PER_STATEMENT);
       await tx.query(
         holds
-          ? `INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id, holds) VALUES ${valuesList(chunk.length, 2, (p) => `(${p(1)}, ${p(2)}, ${db.dialect === "postgres" ? "true" : "1"})`)}`
+          ? `INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id, holds) VALUES ${valuesList(chunk.length, 2, (p) => `(${p(1)}, ${p(2)}, ${db.sql.boolean(true)})`)}`
           : `INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id) VALUES ${valuesList(chunk.length, 2, (p) => `(${p(1)}, ${p(2)})`)}`,
         chunk.flat(),
       );
@@ -97,10 +97,7 @@ export async function writePlanned(
   for (const ended of [false, true]) {
     const some = named.filter((id) => existing.get(id)?.ended === ended);
     if (some.length === 0) continue;
-    await tx.query(
-      `UPDATE ${ended ? db.historyTable : db.table} SET has_dependents = ${db.dialect === "postgres" ? "true" : "1"} WHERE ${db.sql.inList("id", "$1")}`,
-      [some],
-    );
+    await tx.query(`UPDATE ${ended ? db.historyTable : db.table} SET has_dependents = ${db.sql.boolean(true)} WHERE ${db.sql.inList("id", "$1")}`, [some]);
   }
   return ids;
 }
@@ -187,8 +184,8 @@ async function writeStates(db: JobsDatabase, tx: Executor, plan: FlowPlan, state
     group.ids.push(ids[i] as number);
     groups.set(key, group);
   });
-  const yes = db.dialect === "postgres" ? "true" : "1";
-  const no = db.dialect === "postgres" ? "false" : "0";
+  const yes = String(db.sql.boolean(true));
+  const no = String(db.sql.boolean(false));
   for (const { ids: groupIds, state, policy, referenced } of groups.values()) {
     const finished = state.status === "failed" || state.status === "cancelled";
     await tx.query(

@@ -14,7 +14,7 @@ export async function cancelHoldingFailed(db: JobsDatabase, tx: Executor, id: nu
     `SELECT h.id FROM ${db.historyTable} h
      WHERE h.id = $1 AND h.status = 'failed'${tenant === null ? "" : " AND h.tenant = $2"}
        AND EXISTS (SELECT 1 FROM ${db.dependenciesTable} e JOIN ${db.table} w ON w.id = e.job_id
-                   WHERE e.depends_on_id = h.id AND e.holds${db.dialect === "postgres" ? "" : " = 1"} AND w.status = 'waiting')${lock}`,
+                   WHERE e.depends_on_id = h.id AND e.holds = ${db.sql.boolean(true)} AND w.status = 'waiting')${lock}`,
     tenant === null ? [id] : [id, tenant],
   );
   if (rows.length === 0) return false;

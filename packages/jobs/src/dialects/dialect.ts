@@ -27,8 +27,11 @@ export interface Dialect {
   readonly due: string;
   /** Its negation: a scheduled job, spelled as the scheduled index states it. */
   readonly notDue: string;
-  /** The value an insert or an update writes into `due`. */
-  dueValue(due: boolean): boolean | number;
+  /**
+   * A boolean as this backend stores it (PostgreSQL's boolean, 1/0 elsewhere): a statement's
+   * parameter, or its text a literal (`due`, `has_dependents`, `holds`).
+   */
+  boolean(value: boolean): boolean | number;
   /** The database clock is this process's own (SQLite, in process): JavaScript can read it without a statement. */
   readonly localClock: boolean;
   /**

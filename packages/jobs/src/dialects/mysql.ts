@@ -19,7 +19,7 @@ export const mysql: Dialect = {
   readyOrder: "neg_priority, id",
   due: "due = 1",
   notDue: "due = 0",
-  dueValue: (due) => (due ? 1 : 0),
+  boolean: (value) => (value ? 1 : 0),
   localClock: false,
   // An empty list is a syntax error (`IN ()`): callers never pass one.
   inList: (column, parameter) => `${column} IN (${parameter})`,

@@ -10,7 +10,7 @@ export const postgres: Dialect = {
   readyOrder: "priority DESC, id",
   due: "due",
   notDue: "NOT due",
-  dueValue: (due) => due,
+  boolean: (value) => value,
   localClock: false,
   inList: (column, parameter) => `${column} = ANY(${parameter})`,
   concat: (parts) => parts.join(" || "),

@@ -31,7 +31,7 @@ export const sqlite: Dialect = {
   readyOrder: "priority DESC, id",
   due: "due",
   notDue: "NOT due",
-  dueValue: (due) => (due ? 1 : 0),
+  boolean: (value) => (value ? 1 : 0),
   localClock: true,
   inList: (column, parameter) => `${column} IN (SELECT value FROM json_each(${parameter}))`,
   concat: (parts) => parts.join(" || "),

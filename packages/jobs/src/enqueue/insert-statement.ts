@@ -114,7 +114,7 @@ export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string
       j.group,
       j.concurrencyKey,
       j.maxSnoozes,
-      db.sql.dueValue(isDue(j)),
+      db.sql.boolean(isDue(j)),
       j.deadLetter,
       ...(aged ? [j.aging === null ? null : j.priority, j.aging?.every ?? null, j.aging?.max ?? null] : []),
     ]),

@@ -62,7 +62,7 @@ export async function retryJob(id: number, options: AdminOptions = {}): Promise<
   const params = tenant === null ? [id] : [id, tenant];
   const retry = (tx: Executor) =>
     tx.query(
-      `UPDATE ${db.table} SET status = 'pending', due = ${db.sql.dueValue(true)}, run_at = ${db.sql.now}, finished_at = NULL, updated_at = ${db.sql.now},
+      `UPDATE ${db.table} SET status = 'pending', due = ${db.sql.boolean(true)}, run_at = ${db.sql.now}, finished_at = NULL, updated_at = ${db.sql.now},
          max_attempts = CASE WHEN max_attempts > attempts THEN max_attempts ELSE attempts + 1 END
        WHERE ${which}`,
       params,

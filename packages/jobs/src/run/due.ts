@@ -23,7 +23,7 @@ const PROMOTE_EVERY_MS = 100;
  * before the write). MariaDB assigns left to right: put it before the SET that changes run_at.
  */
 export function dueAfter(db: JobsDatabase, runAt: string): string {
-  const value = (due: boolean) => String(db.sql.dueValue(due)).toUpperCase();
+  const value = (due: boolean) => String(db.sql.boolean(due)).toUpperCase();
   return `CASE WHEN group_key = '' AND concurrency_key = '' AND ${runAt} > ${db.sql.now} THEN ${value(false)} ELSE ${value(true)} END`;
 }
 
@@ -57,10 +57,9 @@ async function readThenPromote(db: JobsDatabase): Promise<number> {
     "scheduled_due",
   );
   if (rows.length === 0) return 0;
-  const { rowCount } = await db.executor.query(
-    `UPDATE ${db.table} SET due = ${db.sql.dueValue(true)} WHERE ${db.sql.inList("id", "$1")} AND ${SCHEDULED(db)}`,
-    [rows.map((r) => Number(r.id))],
-  );
+  const { rowCount } = await db.executor.query(`UPDATE ${db.table} SET due = ${db.sql.boolean(true)} WHERE ${db.sql.inList("id", "$1")} AND ${SCHEDULED(db)}`, [
+    rows.map((r) => Number(r.id)),
+  ]);
   // A full read: more may be waiting, whatever this write changed.
   return rows.length >= PROMOTE_BATCH ? PROMOTE_BATCH : rowCount;
 }

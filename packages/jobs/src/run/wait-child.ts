@@ -37,7 +37,7 @@ export async function writeChildWait(db: JobsDatabase, job: { id: number; token:
       if ((await tx.query(waitSql(db), [job.id, job.token])).rowCount === 0) throw new Fenced();
       await tx.query(`DELETE FROM ${db.dependenciesTable} WHERE job_id = $1 AND depends_on_id = $2`, [job.id, wait.childId]);
       await tx.query(`INSERT INTO ${db.dependenciesTable} (job_id, depends_on_id) VALUES ($1, $2)`, [job.id, wait.childId]);
-      await tx.query(`UPDATE ${db.table} SET has_dependents = ${db.dialect === "postgres" ? "true" : "1"} WHERE id = $1`, [wait.childId]);
+      await tx.query(`UPDATE ${db.table} SET has_dependents = ${db.sql.boolean(true)} WHERE id = $1`, [wait.childId]);
       // What it waits for, for getJobSteps (no event: '' matches no event's name).
       const { waits } = eventTables(db);
       await tx.query(`DELETE FROM ${waits} WHERE job_id = $1`, [job.id]);
