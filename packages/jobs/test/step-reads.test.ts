@@ -38,6 +38,10 @@ describe.each(backends())("a job's steps, read (getJobSteps, forge-jobs show) ($
     expect(read!.steps[2]!.durationMs).toBeNull();
     expect(read!.steps[2]!.wakeAt!.getTime()).toBe(job!.runAt.getTime());
     expect(read!.waitingFor).toEqual({ kind: "sleep", step: "nap", until: job!.runAt });
+    // getJob carries the same list and wait (issue 35.4): one read for a job's page.
+    expect(job!.steps).toEqual(read!.steps);
+    expect(job!.waitingFor).toEqual(read!.waitingFor);
+    expect((await getJob(await enqueue("plan", null, { db: t.db, queue: "no-steps" }), { db: t.db }))!.steps).toEqual([]);
     // Tenant-scoped as getJob: another tenant's job is not found.
     expect(await getJobSteps(id, { db: t.db, tenant: "acme" })).not.toBeNull();
     expect(await getJobSteps(id, { db: t.db, tenant: "other" })).toBeNull();
@@ -59,6 +63,7 @@ describe.each(backends())("a job's steps, read (getJobSteps, forge-jobs show) ($
     const read = await getJobSteps(id, { db: t.db });
     expect(read!.waitingFor).toBeNull();
     expect(read!.steps.map((s) => `${s.name}:${s.status}`)).toEqual(["fetch:done", "quiet:done", "nap:done"]);
+    expect((await getJob(id, { db: t.db }))!.steps.map((s) => `${s.name}:${s.status}`)).toEqual(["fetch:done", "quiet:done", "nap:done"]);
   });
   it("the dashboard's job page shows the steps and the sleep the job waits out; a job without steps has no such section", async () => {
     const id = await enqueue("plan", null, { db: t.db, queue: "page", tenant: "acme" });

@@ -28,6 +28,8 @@ interface JobFields {
   progress: unknown;
   /** What the running (or last) run reported with `ctx.reportProgress`, or null: not the resume cursor `progress`. */
   liveProgress: unknown;
+  /** Its durable steps (`ctx.step`, `ctx.sleep`, `ctx.waitForEvent`, `ctx.invoke`) in the order they were saved; empty for most jobs. */
+  steps: JobStep[];
   /**
    * What the job waits for now (a durable sleep, an event, a child job: see JobWaitingFor; its
    * dependencies, a sequence's previous job: see JobDependencyWait), or null.
@@ -63,6 +65,24 @@ export type DoneJob = JobFields & { status: "done"; finishedAt: Date };
 export type FailedJob = JobFields & { status: "failed"; finishedAt: Date; lastError: string };
 export type CancelledJob = JobFields & { status: "cancelled"; finishedAt: Date };
 export type WaitingJob = JobFields & { status: "waiting" };
+
+/** One durable step of a job (`ctx.step`, `ctx.sleep`, `ctx.waitForEvent`, `ctx.invoke`), as saved. */
+export interface JobStep {
+  name: string;
+  /** `event`: a wait's answer (the event's data, or null for a timeout); `invoke`: how a child job ended. */
+  kind: "step" | "sleep" | "event" | "invoke";
+  /** `done`: saved (a step's result, a sleep that is over); `sleeping`: the sleep the job waits out now. */
+  status: "done" | "sleeping";
+  /** The job's attempt that saved it (a sleep gives its attempt back: the next run has the same number). */
+  attempt: number;
+  /** How long a step's function ran, in ms (the transaction's commit included); null for a sleep. */
+  durationMs: number | null;
+  /** Size of the saved JSON in bytes; 0 when the function returned undefined, and for a sleep. */
+  resultBytes: number;
+  /** A sleep's wake time; null for a step. */
+  wakeAt: Date | null;
+  savedAt: Date;
+}
 
 /** What `getJob` returns: one row of the jobs table, discriminated by `status`. */
 export type Job = PendingJob | RunningJob | DoneJob | FailedJob | CancelledJob | WaitingJob;

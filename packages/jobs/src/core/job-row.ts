@@ -1,5 +1,5 @@
 import type { Dialect } from "../dialects/dialect.js";
-import type { Job, JobStatus } from "../base/types.js";
+import type { Job, JobStatus, JobStep } from "../base/types.js";
 import { openJson, openText } from "../base/payload-codec.js";
 
 /**
@@ -157,7 +157,8 @@ export function toJob(sql: Dialect, raw: Record<string, unknown>): Job {
     progress: row.progress,
     // Read apart from the row (jobs_progress): getJob fills it in.
     liveProgress: null,
-    // Read apart from the row too (the steps and waits tables): getJob fills it in.
+    // Read apart from the row too (the steps and waits tables): getJob fills them in.
+    steps: [] as JobStep[],
     waitingFor: null,
     result: row.result,
     tenant: row.tenant,

@@ -1,5 +1,5 @@
 import { resolveDb } from "../core/connect.js";
-import { waitingForOf } from "./steps.js";
+import { readSteps } from "./steps.js";
 import { countsQuery, pendingRows, type CountRow } from "../maintenance/counts.js";
 import { columnList, JOB_COLUMNS, toJob } from "../core/job-row.js";
 import { readDependencyWait, withEdges } from "../dependencies/flow-reads.js";
@@ -36,7 +36,7 @@ export async function getJob(id: number, options: ReadOptions = {}): Promise<Job
   const flags = { dependsOn: row.on_dependency_failure != null, dependents: Boolean(Number(row.has_dependents)) };
   const job = await withEdges(db, db.executor, toJob(db.sql, row), flags);
   job.liveProgress = await readLiveProgress(db, job.id);
-  job.waitingFor = await waitingForOf(db, job.id, job.status);
+  ({ steps: job.steps, waitingFor: job.waitingFor } = await readSteps(db, job.id, job.status));
   if (job.waitingFor === null && job.status === "waiting" && flags.dependsOn) job.waitingFor = await readDependencyWait(db, job.id);
   return job;
 }

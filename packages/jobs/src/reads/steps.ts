@@ -6,30 +6,12 @@ import { READ_OPTION_KEYS, checkOptions } from "../core/option-keys.js";
 import type { ReadOptions } from "../core/options.js";
 import { forDialect, type PerDialect } from "../core/sql.js";
 import { checkJobId, checkTenant } from "../base/validate.js";
-import type { JobStatus, JobWaitingFor } from "../base/types.js";
+import type { JobStatus, JobStep, JobWaitingFor } from "../base/types.js";
 
-export type { JobWaitingFor } from "../base/types.js";
+export type { JobStep, JobWaitingFor } from "../base/types.js";
 import { stepsTable } from "../run/step-store.js";
 import { isMissingTable } from "../flow/flow-overview.js";
 import { eventTables } from "../events/event-lock.js";
-
-/** One durable step of a job (`ctx.step`, `ctx.sleep`, `ctx.waitForEvent`, `ctx.invoke`), as saved. */
-export interface JobStep {
-  name: string;
-  /** `event`: a wait's answer (the event's data, or null for a timeout); `invoke`: how a child job ended. */
-  kind: "step" | "sleep" | "event" | "invoke";
-  /** `done`: saved (a step's result, a sleep that is over); `sleeping`: the sleep the job waits out now. */
-  status: "done" | "sleeping";
-  /** The job's attempt that saved it (a sleep gives its attempt back: the next run has the same number). */
-  attempt: number;
-  /** How long a step's function ran, in ms (the transaction's commit included); null for a sleep. */
-  durationMs: number | null;
-  /** Size of the saved JSON in bytes; 0 when the function returned undefined, and for a sleep. */
-  resultBytes: number;
-  /** A sleep's wake time; null for a step. */
-  wakeAt: Date | null;
-  savedAt: Date;
-}
 
 /**
  * A job's steps, in the order they were saved (by the database clock; within one tick of it — a
@@ -64,7 +46,11 @@ interface StepRow {
 export async function jobSteps(db: JobsDatabase, id: number, tenant: string | null = null): Promise<JobSteps | null> {
   const byId = (table: string) => `SELECT status FROM ${table} WHERE id = $1${tenant === null ? "" : " AND tenant = $2"}`;
   const job = (await db.executor.query<{ status: JobStatus }>(eachStore(byId, storesOf(db)), tenant === null ? [id] : [id, tenant])).rows[0];
-  if (!job) return null;
+  return job ? readSteps(db, id, job.status) : null;
+}
+
+/** The steps of job `id`, whose status is `status`, and what it waits for now (see JobSteps): one read of its steps, one of its wait when `waiting`. */
+export async function readSteps(db: JobsDatabase, id: number, status: JobStatus): Promise<JobSteps> {
   const { rows } = await db.executor
     .query<StepRow>(
       `SELECT name, kind, attempt, duration_ms, ${forDialect(BYTES, db.dialect, "getJobSteps")} AS result_bytes, wake_at,
@@ -81,7 +67,7 @@ export async function jobSteps(db: JobsDatabase, id: number, tenant: string | nu
   const steps = rows.map((row): JobStep => {
     const wakeAt = row.wake_at === null || row.wake_at === undefined ? null : toDate(row.wake_at);
     // Only a job back in the queue waits out its sleep: a cancelled one, or one woken by hand, does not.
-    const sleeping = row.kind === "sleep" && Number(row.ahead) === 1 && job.status === "pending";
+    const sleeping = row.kind === "sleep" && Number(row.ahead) === 1 && status === "pending";
     if (sleeping) waitingFor = { kind: "sleep", step: row.name, until: wakeAt! };
     return {
       name: row.name,
@@ -94,31 +80,11 @@ export async function jobSteps(db: JobsDatabase, id: number, tenant: string | nu
       savedAt: toDate(row.created_at),
     };
   });
-  if (job.status === "waiting") waitingFor = await waitOf(db, id);
+  if (status === "waiting") waitingFor = await waitOf(db, id);
   return { steps, waitingFor };
 }
 
 const STEP_KINDS: readonly string[] = ["step", "sleep", "event", "invoke"] satisfies JobStep["kind"][];
-
-/**
- * What a job of `status` waits for now (getJob's `waitingFor`): a `waiting` job's recorded wait,
- * a `pending` job's sleep not yet over; null otherwise. One probe of the job's own rows.
- */
-export async function waitingForOf(db: JobsDatabase, id: number, status: JobStatus): Promise<JobWaitingFor | null> {
-  if (status === "waiting") return waitOf(db, id);
-  if (status !== "pending") return null;
-  const { rows } = await db.executor
-    .query<{ name: string; wake_at: unknown }>(
-      `SELECT name, wake_at FROM ${stepsTable(db)} WHERE job_id = $1 AND kind = 'sleep' AND wake_at > ${db.sql.now} ORDER BY wake_at DESC LIMIT 1`,
-      [id],
-    )
-    .catch((error: unknown) => {
-      if (isMissingTable(error)) return { rows: [] };
-      throw error;
-    });
-  const [row] = rows;
-  return row === undefined ? null : { kind: "sleep", step: row.name, until: toDate(row.wake_at) };
-}
 
 /** The wait a `waiting` job recorded when its run ended (run/wait-event.ts, run/wait-child.ts); null for one waiting on its dependsOn. */
 async function waitOf(db: JobsDatabase, id: number): Promise<JobWaitingFor | null> {
