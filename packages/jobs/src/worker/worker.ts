@@ -1,14 +1,15 @@
 import { JobAbortedError } from "../base/abort.js";
-import { Batcher, MAX_BATCH } from "./batcher.js";
+import { type Batcher, MAX_BATCH } from "./batcher.js";
+import { workerWrites } from "./settle-writes.js";
 import type { ClaimedJob } from "../run/claim.js";
 import { ClaimPlan } from "./claim-plan.js";
-import { completeRuns, type Completion } from "../run/complete.js";
+import type { Completion } from "../run/complete.js";
 import type { JobsDatabase } from "../core/database.js";
 import { WorkerEmitter, type WorkerEventName, type WorkerListener } from "../core/events.js";
 import { jobInfo } from "../run/execute.js";
 import { EXTENSIONS_PER_LEASE, extendLeases } from "../run/lease.js";
 import { sweepLostJobs } from "./sweep.js";
-import { OUTAGE_BACKOFF, backoffMs, retrying } from "../base/retry.js";
+import { OUTAGE_BACKOFF, backoffMs } from "../base/retry.js";
 import { WorkerRuns } from "./runs.js";
 import { handBack, type RunDeps, type SettleWrites } from "../run/settle.js";
 import { instrumentEmitter } from "../core/telemetry.js";
@@ -24,8 +25,6 @@ import { workerSettings, type WorkerOptions, type WorkerSettings } from "./worke
 
 export type { WorkerOptions } from "./worker-options.js";
 
-/** Failure writes attempted this many times once the worker is stopping, then left to the lease. */
-const WRITES_WHEN_STOPPING = 4;
 /** Completions still unwritten at shutdown get at least this long to land. */
 const MIN_FLUSH_MS = 1000;
 /**
@@ -84,24 +83,11 @@ export class Worker {
     instrumentEmitter(this.emitter);
     this.deps = { db: this.db, lease: this.settings.lease, emitter: this.emitter, logger: this.settings.logger, progressMs: this.settings.progressMs };
     this.plan = new ClaimPlan(this.settings.concurrency, this.settings.prefetch);
-    this.completions = new Batcher(
-      async (items) => {
-        // By token, not id: a stale run and its successor may complete in the same batch.
-        const kept = await completeRuns(this.db, items);
-        return items.map((c) => kept.has(c.token));
-      },
-      (error) => this.error(error, "completing jobs"),
-    );
-    this.writes = {
-      complete: (completion) => this.completions.add(completion),
-      // Rides out a database outage; once stopping, gives up after a few tries (the lease brings the job back).
-      persist: (write, during) =>
-        retrying(write, {
-          backoff: OUTAGE_BACKOFF,
-          onError: (error) => this.error(error, during),
-          giveUp: (failures) => this.state !== "running" && failures >= WRITES_WHEN_STOPPING,
-        }),
-    };
+    ({ completions: this.completions, writes: this.writes } = workerWrites(
+      this.db,
+      () => this.state === "running",
+      (error, during) => this.error(error, during),
+    ));
     this.paused = new PausedQueues(this.db, this.settings.queues, this.settings.pollMs, (error) => this.error(error, "reading paused queues"));
     this.runs = new WorkerRuns({
       run: this.deps,
