@@ -17,6 +17,7 @@ import {
   type JobContext,
 } from "../src/index.js";
 import { backends, uniqueName, waitFor, type TestDatabase } from "./helpers/backends.js";
+import { cli } from "./helpers/cli.js";
 
 const permanent = (message: string) => Object.assign(new Error(message), { retryable: false });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -160,6 +161,10 @@ describe.each(backends())("sequence ($name)", (backend) => {
     expect(await status(a)).toBe("failed");
     expect(await getJob(b, { db: t.db })).toMatchObject({ status: "waiting", dependsOn: [a], waitingFor: { kind: "dependencies", jobIds: [a], held: [a] } });
     expect(await getJob(c, { db: t.db })).toMatchObject({ status: "waiting", waitingFor: { kind: "dependencies", jobIds: [b], held: [] } });
+    // forge-jobs show says the same (it once printed getJobSteps' waitingFor over getJob's: null).
+    const shown = await cli(["show", String(b), "--database-url", t.url, ...(t.schema ? ["--schema", t.schema] : [])]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ status: "waiting", steps: [], waitingFor: { kind: "dependencies", jobIds: [a], held: [a] } });
     // A job enqueued while the key is held queues behind the rest.
     const d = await enqueue("work", {}, { db: t.db, queue, sequence: key });
     expect(await drain(handlers, { db: t.db, queue })).toBe(0);

@@ -3,7 +3,6 @@ import { actOnMatching, bulkFilter, matchingJobIds } from "../maintenance/bulk.j
 import { listJobs, type ListJobsOptions } from "../reads/list.js";
 import { getJob } from "../reads/status.js";
 import { getJobAttempts } from "../reads/attempts.js";
-import { getJobSteps } from "../reads/steps.js";
 import type { JobStatus } from "../base/types.js";
 import { openDatabase, type Io, type Parsed } from "./commands.js";
 import { renderTable } from "./table.js";
@@ -69,9 +68,8 @@ export async function showCommand(p: Parsed, io: Io): Promise<void> {
     const tenant = p.values.tenant ? { tenant: p.values.tenant as string } : {};
     const job = await getJob(id, { db, ...tenant });
     if (!job) throw new ProblemsFound(`no job ${id}`);
-    // Each attempt's start, end, worker and error, first to latest (getJobAttempts); its durable steps and what it waits for (getJobSteps).
-    const steps = (await getJobSteps(id, { db, ...tenant })) ?? { steps: [], waitingFor: null };
-    io.out(JSON.stringify({ ...job, attemptHistory: (await getJobAttempts(id, { db, ...tenant })) ?? [], ...steps }, null, 2) + "\n");
+    // Each attempt's start, end, worker and error, first to latest (getJobAttempts); getJob has its steps and what it waits for.
+    io.out(JSON.stringify({ ...job, attemptHistory: (await getJobAttempts(id, { db, ...tenant })) ?? [] }, null, 2) + "\n");
   } finally {
     await db.close();
   }
