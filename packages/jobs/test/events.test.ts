@@ -126,6 +126,26 @@ describe.each(backends())("events: sendEvent and ctx.waitForEvent ($name)", (bac
     expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", result: { got: null } });
   });
 
+  it("sendEvent wakes an idle worker at once (NOTIFY at commit on PostgreSQL, in process elsewhere), not at its next poll", async () => {
+    const q = "woken";
+    const id = await enqueue("w", { key: "now" }, { db: t.db, queue: q });
+    const stop = new AbortController();
+    const waiting = deferred();
+    const done = deferred<number>();
+    // An hour between polls: only a wake-up can bring the job back before the test's timeout.
+    const worker = createWorker({ w: waiter("ready") }, { db: t.db, queue: q, pollInterval: 3600, sweepInterval: 0, schedules: false, signal: stop.signal });
+    worker.on("job:succeeded", (e) => done.resolve(e.job.id));
+    worker.on("worker:idle", () => waiting.resolve());
+    const running = worker.run();
+    await waiting.promise;
+    await waitFor("the job waiting", async () => (await getJob(id, { db: t.db }))?.status === "waiting");
+    expect(await sendEvent("ready", "go", { key: "now", db: t.db })).toBe(1);
+    expect(await done.promise).toBe(id);
+    stop.abort();
+    await running;
+    expect(await getJob(id, { db: t.db })).toMatchObject({ status: "done", result: { got: "go" } });
+  });
+
   it("a worker's sweep ends the timed-out waits by itself", async () => {
     const q = "sweep";
     const id = await enqueue("w", { key: "none" }, { db: t.db, queue: q });
