@@ -6,7 +6,8 @@
  * of each (from the worker's start to the N-th job's handler), and their ratio. Medians over
  * rounds. The target of issue 35.6: the ratio ≥ 0.95.
  *
- * `tsx src/probe-scheduled.ts --backend=sqlite|mysql|postgres [ready=5000] [scheduled=100000] [rounds=3]`
+ * `tsx src/probe-scheduled.ts --backend=sqlite|mysql|postgres [--waiting] [ready=5000] [scheduled=100000] [rounds=3]`
+ * (`--waiting`: the S jobs are `waiting` on one job due tomorrow, as jobs waiting on an event or a child are.)
  * (BENCH_FORGE_ENTRY=/abs/dist/index.js measures another build, see forge.ts).
  */
 import { mkdirSync, rmSync } from "node:fs";
@@ -21,6 +22,7 @@ import { loadForge } from "./forge.js";
 
 const SCHEMA = "probe_scheduled";
 const flag = process.argv.find((a) => a.startsWith("--backend="))?.split("=")[1];
+const waiting = process.argv.includes("--waiting");
 if (flag !== "sqlite" && flag !== "mysql" && flag !== "postgres") throw new Error("--backend=sqlite|mysql|postgres is required");
 const [ready = 5000, scheduled = 100_000, rounds = 3] = process.argv
   .slice(2)
@@ -75,6 +77,7 @@ async function processReady(): Promise<number> {
   return (ready / ms) * 1000;
 }
 
+const crowd = waiting ? "waiting (on a job due tomorrow)" : "due tomorrow";
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const empty: number[] = [];
 const crowded: number[] = [];
@@ -82,17 +85,22 @@ for (let round = 1; round <= rounds; round++) {
   await queue.reset();
   empty.push(await processReady());
   await queue.reset();
+  // --waiting: the crowd waits on a job due tomorrow (status waiting, as jobs waiting on an event
+  // or a child are), instead of being due tomorrow itself.
+  const blocker = waiting ? await jobs.enqueue("noop", {}, { db, availableIn: 86_400 }) : null;
   for (let i = 0; i < scheduled; i += 5000) {
     await jobs.enqueueMany(
-      Array.from({ length: Math.min(5000, scheduled - i) }, () => ({ task: "noop", payload: {}, availableIn: 86_400 })),
+      Array.from({ length: Math.min(5000, scheduled - i) }, () =>
+        blocker === null ? { task: "noop", payload: {}, availableIn: 86_400 } : { task: "noop", payload: {}, dependsOn: [blocker] },
+      ),
       { db },
     );
   }
   crowded.push(await processReady());
-  console.log(`round ${round}: empty ${empty.at(-1)!.toFixed(0)} jobs/s, behind ${scheduled} due tomorrow ${crowded.at(-1)!.toFixed(0)} jobs/s`);
+  console.log(`round ${round}: empty ${empty.at(-1)!.toFixed(0)} jobs/s, behind ${scheduled} ${crowd} ${crowded.at(-1)!.toFixed(0)} jobs/s`);
 }
 console.log(
-  `${flag}: median empty ${median(empty).toFixed(0)} jobs/s, behind ${scheduled} due tomorrow ${median(crowded).toFixed(0)} jobs/s, ratio ${(median(crowded) / median(empty)).toFixed(2)}`,
+  `${flag}: median empty ${median(empty).toFixed(0)} jobs/s, behind ${scheduled} ${crowd} ${median(crowded).toFixed(0)} jobs/s, ratio ${(median(crowded) / median(empty)).toFixed(2)}`,
 );
 await db.close();
 await queue.close();

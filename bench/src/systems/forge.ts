@@ -56,11 +56,13 @@ export class ForgeSystem implements QueueSystem {
   /**
    * Empties the live table and history together: a reset of the live table alone that restarts
    * its ids (TRUNCATE on MariaDB, RESTART IDENTITY on PostgreSQL) hands out ids history still
-   * holds, and every completion then collides with an ended job's row.
+   * holds, and every completion then collides with an ended job's row. The dependency edges go
+   * too, for the same reason: a restarted id would meet an old job's edge.
    */
   async reset(): Promise<void> {
     await this.admin.reset(this.db.table);
     await this.admin.reset(this.db.historyTable);
+    await this.admin.reset(this.db.dependenciesTable);
   }
 
   async enqueueOne(payload: Payload): Promise<void> {
