@@ -7,7 +7,6 @@ import { JobError } from "../base/errors.js";
 import { flowOverview } from "../flow/flow-overview.js";
 import { listJobsWhere } from "../reads/list.js";
 import { jobAttempts } from "../reads/attempts.js";
-import { jobSteps } from "../reads/steps.js";
 import { readWorkers } from "../reads/workers.js";
 import { lostWorkerIds, renderWorkers } from "./operators.js";
 import { actOnSelection, readSelection } from "./selection.js";
@@ -174,7 +173,9 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const reads = db.forReading();
     const related = await relatedJobs(reads, shownEdges(job), scope);
     const attempts = await jobAttempts(reads, id, scope);
-    const steps = await jobSteps(reads, id, scope);
+    // getJob read its steps: the section shows the waits of steps (a sleep, an event, a child),
+    // not a wait on dependencies, which the related jobs already show.
+    const steps = { steps: job.steps, waitingFor: job.waitingFor?.kind === "dependencies" ? null : job.waitingFor };
     // Running on a worker silent past its lease: the page says when the sweep takes it back.
     const holder = job.status === "running" ? attempts?.at(-1)?.worker : undefined;
     const lostUntil = holder && lostWorkerIds(await readWorkers(reads)).has(holder) && job.status === "running" ? job.lockedUntil : null;
