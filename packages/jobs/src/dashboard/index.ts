@@ -1,8 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { cancelJob, retryJob } from "../maintenance/admin.js";
 import { actOnMatching, bulkFilter, matchingJobIds, type BulkVerb } from "../maintenance/bulk.js";
-import type { DbLike } from "../core/connect.js";
-import { adopt, normaliseBasePath } from "./mount.js";
+import { adopt } from "./mount.js";
 import { JobError } from "../base/errors.js";
 import { flowOverview } from "../flow/flow-overview.js";
 import { listJobsWhere } from "../reads/list.js";
@@ -20,42 +19,12 @@ import { checkedForm, methodNotAllowed, redirectWithNotice, requestPath, safeDec
 import { filterQuery, readFilter, renderConfirm, renderJob, renderJobList, shownEdges } from "./jobs-pages.js";
 import { waitsOverview } from "./waits.js";
 import { streamJobEvents } from "./events.js";
-import { PROGRESS_WRITE_INTERVAL_MS } from "../run/report-progress.js";
+import { dashboardSettings, type DashboardOptions } from "./options.js";
 import { latestJobs, lostWorkerJobs, recentActivity, relatedJobs } from "./queries.js";
 import type { Notice } from "./notices.js";
 import { renderPage } from "./render.js";
-import type { Logger } from "../base/logger.js";
 
-export interface DashboardOptions {
-  /** The queue database (from `connect()`, or a pool). */
-  db: DbLike;
-  /** Where the handler is mounted, e.g. "/admin/jobs": links, form actions and the cookie path. */
-  basePath: string;
-  /** Page title. Default "Forge jobs". */
-  title?: string;
-  /** Seconds between automatic reloads (`<meta http-equiv="refresh">`); 0 = never. Default 5. */
-  refreshSeconds?: number;
-  /** Rows per list (running, pending, failures). Default 20, at most 100. */
-  listLimit?: number;
-  /**
-   * Signs the CSRF tokens. Default: random per process — set one (16+ bytes) when several
-   * processes serve the dashboard behind one address, so a form rendered by one is accepted by another.
-   */
-  secret?: string | Buffer;
-  /** Where a failure to read the queue is reported when no `next` handler takes it. Default silent. */
-  logger?: Logger;
-  /**
-   * Show and act on this tenant's jobs only: counts, lists, job pages, filters and actions
-   * (another tenant's job is "not found"); the panels about the whole queue (chart, limits,
-   * groups, schedules) are left out. Default: every tenant's.
-   */
-  tenant?: string;
-  /**
-   * Seconds between the reads of a job's events stream (`/jobs/:id/events`), at least 0.01:
-   * match the workers' `progressInterval`. Default 0.5.
-   */
-  progressInterval?: number;
-}
+export type { DashboardOptions } from "./options.js";
 
 /** A plain Node handler: mount it in any framework. `next` (Express/Connect style) gets what is not ours. */
 export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void;
@@ -84,20 +53,7 @@ function retryRefused(error: unknown): Notice {
  * It does no authentication: mount it behind your own.
  */
 export function createDashboard(options: DashboardOptions): DashboardHandler {
-  const basePath = normaliseBasePath(options.basePath);
-  const title = options.title ?? "Forge jobs";
-  const refreshSeconds = options.refreshSeconds ?? 5;
-  if (!Number.isInteger(refreshSeconds) || refreshSeconds < 0) {
-    throw new TypeError(`createDashboard: refreshSeconds must be a whole number of seconds >= 0, got ${String(options.refreshSeconds)}`);
-  }
-  const listLimit = options.listLimit ?? 20;
-  if (!Number.isInteger(listLimit) || listLimit < 1 || listLimit > 100) {
-    throw new TypeError(`createDashboard: listLimit must be an integer from 1 to 100, got ${String(options.listLimit)}`);
-  }
-  const progressInterval = options.progressInterval ?? PROGRESS_WRITE_INTERVAL_MS / 1000;
-  if (typeof progressInterval !== "number" || !Number.isFinite(progressInterval) || progressInterval < 0.01) {
-    throw new TypeError(`createDashboard: progressInterval must be a number of seconds >= 0.01, got ${String(options.progressInterval)}`);
-  }
+  const { basePath, title, refreshSeconds, listLimit, progressMs } = dashboardSettings(options);
   const csrf = new Csrf(options.secret, basePath);
   const db = adopt(options.db);
   const scope = checkTenant(options.tenant, "createDashboard: tenant", "every tenant's jobs");
@@ -249,7 +205,7 @@ export function createDashboard(options: DashboardOptions): DashboardHandler {
     const job = JOB_PAGE.exec(rest);
     if (job) return get ? jobPage(req, res, Number(job[1])) : methodNotAllowed(res, "GET, HEAD");
     const events = JOB_EVENTS.exec(rest);
-    if (events) return get ? streamJobEvents(req, res, db, Number(events[1]), scope, progressInterval * 1000) : methodNotAllowed(res, "GET, HEAD");
+    if (events) return get ? streamJobEvents(req, res, db, Number(events[1]), scope, progressMs) : methodNotAllowed(res, "GET, HEAD");
     const many = BULK.exec(rest);
     if (many)
       return get
