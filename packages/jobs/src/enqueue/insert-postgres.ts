@@ -1,5 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
-import { AGING_COLUMNS, anyAging, INSERT_COLUMNS, isDue, type NewJob } from "./new-job.js";
+import { extraColumns, insertColumns, isDue, type ExtraColumns, type NewJob } from "./new-job.js";
 
 /** A column of the PostgreSQL insert: its value in a job, its SQL type, how the row uses it. */
 interface PgColumn {
@@ -22,16 +22,18 @@ const PG_COLUMNS: readonly PgColumn[] = [
   { value: (j) => j.group, type: "text", expr: (r) => r },
   { value: (j) => j.concurrencyKey, type: "text", expr: (r) => r },
   { value: (j) => j.maxSnoozes, type: "int", expr: (r) => r },
-  { value: isDue, type: "bool", expr: (r) => r },
-  { value: (j) => j.deadLetter, type: "text", expr: (r) => r },
 ];
 const PAYLOAD_COLUMN = 2;
-/** AGING_COLUMNS, for a chunk with an aging job only: a chunk without one inserts as before. */
-const PG_AGING_COLUMNS: readonly PgColumn[] = [
-  { value: (j) => (j.aging === null ? null : j.priority), type: "int", expr: (r) => r },
-  { value: (j) => j.aging?.every ?? null, type: "int", expr: (r) => r },
-  { value: (j) => j.aging?.max ?? null, type: "int", expr: (r) => r },
-];
+/** The extra columns (new-job.ts), for a chunk that needs them only. */
+const PG_EXTRA_COLUMNS: Record<ExtraColumns, readonly PgColumn[]> = {
+  due: [{ value: isDue, type: "bool", expr: (r) => r }],
+  dead_letter: [{ value: (j) => j.deadLetter, type: "text", expr: (r) => r }],
+  aging: [
+    { value: (j) => (j.aging === null ? null : j.priority), type: "int", expr: (r) => r },
+    { value: (j) => j.aging?.every ?? null, type: "int", expr: (r) => r },
+    { value: (j) => j.aging?.max ?? null, type: "int", expr: (r) => r },
+  ],
+};
 
 /**
  * One PostgreSQL statement for one row or thousands: a NOTIFY per queue that has a job ready
@@ -45,9 +47,9 @@ export function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: stri
   const params: unknown[] = [db.channel];
   const arrays: string[] = [];
   const names: string[] = [];
-  const aged = anyAging(jobs);
-  const columns = aged ? `${INSERT_COLUMNS}, ${AGING_COLUMNS}` : INSERT_COLUMNS;
-  const exprs = (aged ? [...PG_COLUMNS, ...PG_AGING_COLUMNS] : PG_COLUMNS).map((column, c) => {
+  const extras = extraColumns(jobs);
+  const columns = insertColumns(extras);
+  const exprs = [...PG_COLUMNS, ...extras.flatMap((e) => PG_EXTRA_COLUMNS[e])].map((column, c) => {
     const first = column.value(jobs[0] as NewJob);
     const shared = c === PAYLOAD_COLUMN ? jobs.length === 1 : jobs.every((j) => column.value(j) === first);
     if (shared) {

@@ -1,33 +1,33 @@
 import type { JobsDatabase } from "../core/database.js";
 import { pgInsert } from "./insert-postgres.js";
-import { AGING_COLUMNS, anyAging, hasKey, INSERT_COLUMNS, isDue, type InsertedRow, type NewJob } from "./new-job.js";
+import { extraColumns, hasKey, insertColumns, isDue, type ExtraColumns, type InsertedRow, type NewJob } from "./new-job.js";
 import { isUniqueViolation } from "../core/sql-errors.js";
 import { valuesList, type PerDialect, type Script } from "../core/sql.js";
 
 /**
- * Parameters per row, in NewJob's order (INSERT_COLUMNS), `due` among them (isDue). Each is used
- * once: the drivers send `$n` as `?`, one variable per use, and SQLite refuses a statement of
- * more than 32,766 (a chunk of 1,800 rows, 18 parameters each with priority aging).
+ * Parameters per row, in NewJob's order (INSERT_COLUMNS), then one per extra column (three for
+ * `aging`). Each is used once: the drivers send `$n` as `?`, one variable per use, and SQLite
+ * refuses a statement of more than 32,766 (a chunk of 1,800 rows, 18 parameters each with
+ * every extra column).
  */
-const ROW_PARAMS = 15;
-const row = (db: JobsDatabase) => (p: (n: number) => string) =>
-  `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${db.sql.nowPlus(p(6))}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)}, ${p(14)}, ${p(15)})`;
-/** A chunk with an aging job: AGING_COLUMNS follow, three parameters more a row. */
-const AGED_ROW_PARAMS = 18;
-const agedRow = (db: JobsDatabase) => (p: (n: number) => string) => `${row(db)(p).slice(0, -1)}, ${p(16)}, ${p(17)}, ${p(18)})`;
+const BASE_PARAMS = 13;
+const EXTRA_PARAMS: Record<ExtraColumns, number> = { due: 1, dead_letter: 1, aging: 3 };
+const widthOf = (extras: readonly ExtraColumns[]) => extras.reduce((n, e) => n + EXTRA_PARAMS[e], BASE_PARAMS);
+const row = (db: JobsDatabase, width: number) => (p: (n: number) => string) =>
+  `(${Array.from({ length: width }, (_, i) => (i === 5 ? db.sql.nowPlus(p(6)) : p(i + 1))).join(", ")})`;
 
 // PostgreSQL's is pgInsert. ON CONFLICT DO NOTHING without a target covers both key indexes.
 // `mayConflict`: several rows, one of them with a key (a row that may lose to another's key while
 // the others go in).
-type Shape = { rows: number; mayConflict: boolean; aged: boolean };
-const columnsOf = (aged: boolean) => (aged ? `${INSERT_COLUMNS}, ${AGING_COLUMNS}` : INSERT_COLUMNS);
-const valuesOf = (db: JobsDatabase, { rows, aged }: Shape) => (aged ? valuesList(rows, AGED_ROW_PARAMS, agedRow(db)) : valuesList(rows, ROW_PARAMS, row(db)));
+type Shape = { rows: number; mayConflict: boolean; extras: readonly ExtraColumns[] };
+const columnsOf = (shape: Shape) => insertColumns(shape.extras);
+const valuesOf = (db: JobsDatabase, { rows, extras }: Shape) => valuesList(rows, widthOf(extras), row(db, widthOf(extras)));
 
 const INSERT: Omit<PerDialect<(db: JobsDatabase, shape: Shape) => string | Script<InsertedRow>>, "postgres"> = {
   // Multi-row VALUES: rows are inserted, and numbered, in input order. ON CONFLICT DO NOTHING
   // without a target covers both key indexes (the dedup one is partial, as on PostgreSQL).
   sqlite: (db, shape) => `
-    INSERT INTO ${db.table} (${columnsOf(shape.aged)})
+    INSERT INTO ${db.table} (${columnsOf(shape)})
     VALUES ${valuesOf(db, shape)}
     ON CONFLICT DO NOTHING
     RETURNING id, idempotency_key, dedup_key`,
@@ -42,7 +42,7 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, shape: Shape) => string | Scrip
       : (executor, params) =>
           executor.transaction(async (tx) => {
             const inserted = await tx.query<InsertedRow>(
-              `INSERT IGNORE INTO ${db.table} (${columnsOf(shape.aged)})
+              `INSERT IGNORE INTO ${db.table} (${columnsOf(shape)})
          VALUES ${valuesOf(db, shape)}
          RETURNING id, idempotency_key, dedup_key`,
               params,
@@ -62,7 +62,7 @@ const INSERT: Omit<PerDialect<(db: JobsDatabase, shape: Shape) => string | Scrip
 function mysqlPlainInsert(db: JobsDatabase, shape: Shape): Script<InsertedRow> {
   const { rows } = shape;
   const sql = `SET STATEMENT sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES') FOR
-    INSERT INTO ${db.table} (${columnsOf(shape.aged)})
+    INSERT INTO ${db.table} (${columnsOf(shape)})
     VALUES ${valuesOf(db, shape)}
     RETURNING id, idempotency_key, dedup_key`;
   return (executor, params) =>
@@ -83,7 +83,7 @@ const built = new Map<string, string | Script<InsertedRow>>();
 const BUILT_SHAPES = 64;
 
 function statementFor(db: JobsDatabase, dialect: "sqlite" | "mysql", shape: Shape): string | Script<InsertedRow> {
-  const key = `${dialect}:${db.table}:${shape.rows}:${shape.mayConflict}:${shape.aged}`;
+  const key = `${dialect}:${db.table}:${shape.rows}:${shape.mayConflict}:${shape.extras.join("+")}`;
   let sql = built.get(key);
   if (sql === undefined) {
     sql = INSERT[dialect](db, shape);
@@ -97,10 +97,21 @@ function statementFor(db: JobsDatabase, dialect: "sqlite" | "mysql", shape: Shap
 export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string | Script<InsertedRow>; params: unknown[]; keyless?: boolean } {
   if (db.dialect === "postgres") return pgInsert(db, jobs);
   // SQLite, MariaDB: one row after the other, as valuesList numbers them.
-  const aged = anyAging(jobs);
+  const extras = extraColumns(jobs);
   return {
-    sql: statementFor(db, db.dialect, { rows: jobs.length, mayConflict: jobs.length > 1 && jobs.some(hasKey), aged }),
-    params: jobs.flatMap((j) => [
+    sql: statementFor(db, db.dialect, { rows: jobs.length, mayConflict: jobs.length > 1 && jobs.some(hasKey), extras }),
+    params: rowParams(db, jobs, extras),
+  };
+}
+
+/**
+ * The parameters of `jobs`, row after row: pushed into one array (a bulk enqueue's 20,000 rows
+ * through flatMap built an array per row and copied it again).
+ */
+function rowParams(db: JobsDatabase, jobs: readonly NewJob[], extras: readonly ExtraColumns[]): unknown[] {
+  const params: unknown[] = [];
+  for (const j of jobs) {
+    params.push(
       j.queue,
       j.task,
       j.payload,
@@ -114,9 +125,13 @@ export function insertStatement(db: JobsDatabase, jobs: NewJob[]): { sql: string
       j.group,
       j.concurrencyKey,
       j.maxSnoozes,
-      db.sql.boolean(isDue(j)),
-      j.deadLetter,
-      ...(aged ? [j.aging === null ? null : j.priority, j.aging?.every ?? null, j.aging?.max ?? null] : []),
-    ]),
-  };
+    );
+    for (const e of extras) {
+      if (e === "due") params.push(db.sql.boolean(isDue(j)));
+      else if (e === "dead_letter") params.push(j.deadLetter);
+      // The base priority aging starts from, its step and its ceiling.
+      else params.push(j.aging === null ? null : j.priority, j.aging?.every ?? null, j.aging?.max ?? null);
+    }
+  }
+  return params;
 }

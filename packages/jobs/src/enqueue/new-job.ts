@@ -25,12 +25,37 @@ import type { JobAging } from "../core/database.js";
 const MAX_DELAY_SECONDS = 1000 * 365.25 * 86400;
 const ITEM_KEY_SET = new Set(ENQUEUE_ITEM_KEYS);
 
-/**
- * The jobs table's columns an insert fills, in the order of NewJob's values in every statement;
- * the last, `due`, is derived from the delay, the group and the key (see isDue).
- */
+/** The jobs table's columns every insert fills, in the order of NewJob's values in every statement. */
 export const INSERT_COLUMNS =
-  "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context, group_key, concurrency_key, max_snoozes, due, dead_letter";
+  "queue, task, payload, priority, max_attempts, run_at, tenant, idempotency_key, dedup_key, trace_context, group_key, concurrency_key, max_snoozes";
+
+/**
+ * Columns an insert fills only when one of its jobs needs them; the other rows of that
+ * statement get the column's default value written out. A chunk of plain jobs sends none of
+ * them: the plain path binds and copies no more than it did before these options existed.
+ * - `due`: false for a plain job that waits (isDue); the column's default is true.
+ * - `dead_letter`: the `deadLetter` queue; default null.
+ * - `aging`: `aging_base, aging_every, aging_max` (priority aging); default null.
+ */
+export type ExtraColumns = "due" | "dead_letter" | "aging";
+
+const EXTRA_ORDER: readonly ExtraColumns[] = ["due", "dead_letter", "aging"];
+const EXTRA_NAMES: Record<ExtraColumns, string> = { due: "due", dead_letter: "dead_letter", aging: "aging_base, aging_every, aging_max" };
+const EXTRA_NEEDED: Record<ExtraColumns, (job: NewJob) => boolean> = {
+  due: (j) => !isDue(j),
+  dead_letter: (j) => j.deadLetter !== null,
+  aging: (j) => j.aging !== null,
+};
+
+/** The extra columns `jobs` need in their insert, in the statement's order. */
+export function extraColumns(jobs: readonly NewJob[]): ExtraColumns[] {
+  return EXTRA_ORDER.filter((extra) => jobs.some(EXTRA_NEEDED[extra]));
+}
+
+/** The column list of an insert with `extras`. */
+export function insertColumns(extras: readonly ExtraColumns[]): string {
+  return [INSERT_COLUMNS, ...extras.map((e) => EXTRA_NAMES[e])].join(", ");
+}
 
 /**
  * Whether a new job goes into the claim index (migration 19): all but a plain job that waits.
@@ -64,16 +89,8 @@ export interface NewJob {
   /** '' for none. */
   concurrencyKey: string;
   maxSnoozes: number;
-  /** Priority aging (`priorityAging`), or null: a job without it is inserted without its columns. */
+  /** Priority aging (`priorityAging`), or null. */
   aging: JobAging | null;
-}
-
-/** The aging columns, inserted after INSERT_COLUMNS only by a statement with an aging job. */
-export const AGING_COLUMNS = "aging_base, aging_every, aging_max";
-
-/** Whether `jobs` need the aging columns in their insert. */
-export function anyAging(jobs: readonly NewJob[]): boolean {
-  return jobs.some((j) => j.aging !== null);
 }
 
 /** What an insert returns for each row it wrote (a keyed job that conflicted returns none). */
