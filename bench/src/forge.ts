@@ -15,7 +15,19 @@ const entry = process.env.BENCH_FORGE_ENTRY;
 const fromSource = entry === "src";
 const fromPath = entry !== undefined && entry.startsWith("/");
 let loaded: Promise<Forge> | null = null;
-export function loadForge(): Promise<Forge> {
+const builds = new Map<string, Promise<Forge>>();
+/**
+ * The package under measure; `build`, the absolute path of another build's dist/index.js (the
+ * plain-path measure's baseline, lib/baseline.ts), imported beside it in the same process.
+ * Another build's API is taken to be this one's where the bench uses it (connect, migrate,
+ * enqueue, enqueueMany, runWorker).
+ */
+export function loadForge(build?: string): Promise<Forge> {
+  if (build !== undefined) {
+    let other = builds.get(build);
+    if (!other) builds.set(build, (other = import(pathToFileURL(build).href) as Promise<Forge>));
+    return other;
+  }
   loaded ??= (
     fromSource
       ? import(new URL("../../packages/jobs/src/index.ts", import.meta.url).href)

@@ -190,7 +190,7 @@ async function main(): Promise<void> {
     }
     for (const sys of Object.values(systems)) await sys.close().catch(() => undefined);
   }
-  for (const name of ["backends", "scale", "bloat", "profile", "flow", "batch", "ten-million", "history", "import"] as const) {
+  for (const name of ["backends", "scale", "bloat", "profile", "flow", "batch", "ten-million", "history", "import", "plain-path"] as const) {
     if (!wanted(name)) continue;
     console.log(`\n[${name}]`);
     const t0 = Date.now();

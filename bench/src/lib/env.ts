@@ -56,6 +56,8 @@ export interface Sizes {
   flowKeys: number;
   /** The contacts import with real writes (issue 21.7): rows in the generated file. */
   importRows: number;
+  /** The plain path against the baseline build (issue 36): rounds, each running both builds. */
+  plainRounds: number;
 }
 
 export const FULL: Sizes = {
@@ -90,6 +92,7 @@ export const FULL: Sizes = {
   flowCostJobs: 20000,
   flowKeys: 1000,
   importRows: 1_000_000,
+  plainRounds: 7,
 };
 
 export const QUICK: Sizes = {
@@ -121,6 +124,7 @@ export const QUICK: Sizes = {
   flowCostJobs: 5000,
   flowKeys: 1000,
   importRows: 100_000,
+  plainRounds: 2,
 };
 
 export const MEASURES = [
@@ -137,6 +141,7 @@ export const MEASURES = [
   "ten-million",
   "history",
   "import",
+  "plain-path",
 ] as const;
 export type MeasureName = (typeof MEASURES)[number];
 

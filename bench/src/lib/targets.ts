@@ -1,4 +1,5 @@
 import { loadResults, value, type Results, type Table } from "./report.js";
+import { BASELINE_COMMIT } from "./baseline.js";
 
 /**
  * The full run made before issue 14 (flow control) started, kept in results/history: the
@@ -166,6 +167,18 @@ function flowTargets(r: Results): TargetLine[] {
       measured: `${x(k2)} (${Math.round(now)} vs ${Math.round(before)} jobs/s, from ${sameRun ? "the processing table" : "the cost table's unused row"}${quick})`,
       met: quick ? null : ok(k2, (n) => n >= 0.97),
     });
+  }
+  for (const backend of ["postgres", "sqlite", "mariadb"]) {
+    for (const m of ["enqueue-one", "enqueue-bulk", "processing-c10"]) {
+      const t = find(r, `plain-${backend}-${m}`);
+      if (!t) continue;
+      const k = v(t, "forge", "÷ baseline");
+      lines.push({
+        target: `plain path unchanged by issue 36's options (${backend}, ${m}): ≥ 0.97× ${BASELINE_COMMIT} in the same run`,
+        measured: x(k),
+        met: ok(k, (n) => n >= 0.97),
+      });
+    }
   }
   return lines;
 }

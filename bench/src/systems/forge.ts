@@ -23,6 +23,8 @@ export class ForgeSystem implements QueueSystem {
     private readonly schema: string | undefined,
     private readonly admin: ForgeAdmin,
     private readonly workerOptions: Record<string, unknown> = {},
+    /** Another build's dist/index.js to measure instead of the package (loadForge). */
+    private readonly build?: string,
   ) {}
 
   describe(): string {
@@ -35,7 +37,7 @@ export class ForgeSystem implements QueueSystem {
 
   async prepare(): Promise<void> {
     try {
-      this.forge = await loadForge();
+      this.forge = await loadForge(this.build);
       this.db = this.open();
       await this.forge.migrate({ db: this.db });
     } catch (error) {

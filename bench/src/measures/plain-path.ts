@@ -1,0 +1,122 @@
+import { mkdirSync, rmSync } from "node:fs";
+import { MARIADB_URL, PG_URL, SQLITE_DIR } from "../lib/env.js";
+import { BASELINE_COMMIT, baselineBuild } from "../lib/baseline.js";
+import type { Row } from "../lib/report.js";
+import { rotate } from "../lib/stats.js";
+import { ForgeSystem, type ForgeAdmin } from "../systems/forge.js";
+import { mariadbForgeAdmin } from "../systems/mariadb-raw.js";
+import { pgForgeAdmin } from "../systems/pg-admin.js";
+import { sqliteForgeAdmin } from "../systems/sqlite-raw.js";
+import { addSample, enqueueBulkRun, enqueueOneRun, processingRun, type Ctx } from "./common.js";
+
+/** Schemas (PostgreSQL) and databases (MariaDB) of the two builds; dropped before each run. */
+export const PLAIN_SCHEMAS = { baseline: "bench_plain_baseline", current: "bench_plain_current" } as const;
+type Build = keyof typeof PLAIN_SCHEMAS;
+const BACKENDS = [
+  ["postgres", "PostgreSQL"],
+  ["sqlite", "SQLite"],
+  ["mariadb", "MariaDB"],
+] as const;
+const MEASURES = ["enqueue-one", "enqueue-bulk", "processing-c10"] as const;
+type Measure = (typeof MEASURES)[number];
+
+/**
+ * The plain path against the baseline build (lib/baseline.ts), in the same run: enqueue one by
+ * one, bulk enqueue and processing at concurrency 10, with every option unused, on each
+ * backend. Both builds are imported into this process and run in turn, the first alternating
+ * from round to round, each on a database of its own emptied before every run. "÷ baseline"
+ * is taken round by round (this tree's rate over the baseline's in the same round) and its
+ * median is the figure: the machine's drift between rounds falls out of it.
+ */
+export async function run(ctx: Ctx): Promise<void> {
+  const entry = baselineBuild();
+  const rounds = ctx.sizes.plainRounds;
+  const only = process.env.BENCH_PLAIN_BACKENDS?.split(",");
+  for (const [backend, title] of BACKENDS.filter(([b]) => !only || only.includes(b))) {
+    let systems: Record<Build, ForgeSystem>;
+    const cleanups: (() => Promise<void>)[] = [];
+    try {
+      systems = {
+        baseline: await prepared(ctx, backend, "baseline", entry, cleanups),
+        current: await prepared(ctx, backend, "current", undefined, cleanups),
+      };
+    } catch (error) {
+      ctx.skip(`plain-path ${backend}`, `not reachable: ${(error as Error).message.split("\n")[0]}`);
+      for (const c of cleanups) await c().catch(() => undefined);
+      continue;
+    }
+    const size =
+      backend === "mariadb" ? { one: ctx.sizes.backendEnqueueOne, jobs: ctx.sizes.backendJobs } : { one: ctx.sizes.enqueueOne, jobs: ctx.sizes.processing };
+    const rows = Object.fromEntries(
+      MEASURES.map((m) => [
+        m,
+        {
+          baseline: { system: "baseline", label: `baseline (${BASELINE_COMMIT})`, config: "the last commit before issue 36", samples: {} } as Row,
+          current: { system: "forge", label: "@forge/jobs (this tree)", config: "every option unused", samples: {} } as Row,
+        },
+      ]),
+    ) as Record<Measure, Record<Build, Row>>;
+    for (let r = 0; r < rounds; r++) {
+      process.stdout.write(`  ${backend} round ${r + 1}:`);
+      const rates: Record<Measure, Partial<Record<Build, number>>> = { "enqueue-one": {}, "enqueue-bulk": {}, "processing-c10": {} };
+      for (const build of rotate(["baseline", "current"] as Build[], r)) {
+        const s = systems[build];
+        rates["enqueue-one"][build] = (await enqueueOneRun(s, size.one, null)).rate;
+        rates["enqueue-bulk"][build] = (await enqueueBulkRun(s, size.jobs, null)).rate;
+        rates["processing-c10"][build] = (await processingRun(s, "default", 10, size.jobs, ctx.sizes.runTimeoutS, null)).rate;
+        process.stdout.write(` ${build} ${Math.round(rates["processing-c10"][build]!)}`);
+      }
+      for (const m of MEASURES) {
+        const { baseline, current } = rates[m] as Record<Build, number>;
+        addSample(rows[m].baseline, "jobs/s", baseline);
+        addSample(rows[m].current, "jobs/s", current);
+        addSample(rows[m].current, "÷ baseline", current / baseline);
+      }
+      process.stdout.write("\n");
+    }
+    for (const m of MEASURES) {
+      ctx.publish({
+        id: `plain-${backend}-${m}`,
+        title: `${title}, plain path: ${m === "enqueue-one" ? `enqueue one by one (N=${size.one})` : m === "enqueue-bulk" ? `bulk enqueue (N=${size.jobs})` : `processing ${size.jobs} no-op jobs at concurrency 10`}, this tree against ${BASELINE_COMMIT}`,
+        unit: "jobs/s",
+        better: "higher",
+        columns: ["jobs/s", "÷ baseline"],
+        ref: "baseline",
+        rows: [rows[m].baseline, rows[m].current],
+        notes: [`${rounds} rounds; "÷ baseline" is the median of the per-round ratios.`],
+      });
+    }
+    for (const s of Object.values(systems)) await s.close().catch(() => undefined);
+    for (const c of cleanups) await c().catch(() => undefined);
+  }
+}
+
+async function prepared(
+  ctx: Ctx,
+  backend: (typeof BACKENDS)[number][0],
+  build: Build,
+  entry: string | undefined,
+  cleanups: (() => Promise<void>)[],
+): Promise<ForgeSystem> {
+  const name = PLAIN_SCHEMAS[build];
+  let system: ForgeSystem;
+  if (backend === "postgres") {
+    await ctx.admin.query(`DROP SCHEMA IF EXISTS ${name} CASCADE`);
+    system = new ForgeSystem("forge", build, "postgres", PG_URL, name, pgForgeAdmin(ctx.admin), {}, entry);
+  } else if (backend === "sqlite") {
+    mkdirSync(SQLITE_DIR, { recursive: true });
+    const file = `${SQLITE_DIR}/${name}.db`;
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true });
+    const admin = sqliteForgeAdmin(file);
+    cleanups.push(async () => admin.close());
+    system = new ForgeSystem("forge", build, "sqlite", `sqlite:${file}`, undefined, admin, {}, entry);
+  } else {
+    const admin = mariadbForgeAdmin();
+    cleanups.push(() => admin.pool.end());
+    await admin.pool.query(`DROP DATABASE IF EXISTS \`${name}\``);
+    await admin.pool.query(`CREATE DATABASE \`${name}\``);
+    system = new ForgeSystem("forge", build, "mariadb", MARIADB_URL, name, admin as ForgeAdmin, {}, entry);
+  }
+  await system.prepare();
+  return system;
+}
