@@ -90,6 +90,7 @@ describe("forge-jobs CLI: usage", () => {
         "023_forge_jobs_awaited_and_progress.postgres.sql",
         "024_forge_jobs_priority_aging.postgres.sql",
         "025_forge_jobs_sequence_keys.postgres.sql",
+        "026_forge_jobs_claim_stable_keys.postgres.sql",
       ]);
       expect(await readFile(join(dir, files[0]!), "utf8")).toMatch(/CREATE TABLE "jobs"/);
       const again = await cli(["init", "--dir", dir, "--dialect", "postgres"]);

@@ -26,11 +26,13 @@ function isMissingColumn(error: unknown): boolean {
 /** The pending aging jobs whose stored priority is not what they earned; `jobs_aging` holds only them (none on the plain path). */
 export function agingReadSql(db: JobsDatabase): string {
   const target = forDialect(TARGET, db.dialect, "aging target")(db.sql.now);
-  // MariaDB's index is not partial: with statistics that miss how few rows age, its planner chose
+  // MariaDB's index is on aging_pending (aging_every of a pending job, NULL otherwise: migration
+  // 26), which the read must name. With statistics that miss how few rows age, its planner chose
   // to scan the table (priority-aging.test, CI); the hint keeps the sweep on the index.
   const from = db.dialect === "mysql" ? `${db.table} FORCE INDEX (jobs_aging)` : db.table;
+  const aging = db.dialect === "mysql" ? "aging_pending IS NOT NULL" : "aging_every IS NOT NULL";
   return `SELECT id, ${target} AS target FROM ${from}
-    WHERE status = 'pending' AND aging_every IS NOT NULL AND priority <> ${target}`;
+    WHERE status = 'pending' AND ${aging} AND priority <> ${target}`;
 }
 
 /**

@@ -96,8 +96,21 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
   {
     dialect: "mysql",
     object: "index jobs_scheduled",
-    is: "(status, due, run_at)",
-    reason: "no partial indexes: (status, due) lead, so the scheduled jobs sit apart from the rest",
+    is: "(scheduled_at)",
+    reason: "no partial indexes: see column scheduled_at",
+  },
+  {
+    dialect: "mysql",
+    object: "column scheduled_at",
+    is: "datetime(6) GENERATED AS case when status = 'pending' AND due = 0 AND group_key = '' AND concurrency_key = '' then run_at end",
+    reason:
+      "no partial indexes: run_at of a plain pending job that is not due, NULL otherwise, so that an index on it holds the scheduled jobs and a claim, which changes status only, leaves it alone (migration 26)",
+  },
+  {
+    dialect: "mysql",
+    object: "column aging_pending",
+    is: "int GENERATED AS case when status = 'pending' then aging_every end",
+    reason: "no partial indexes: aging_every of a pending job, NULL otherwise, for the same reason as scheduled_at (migration 26)",
   },
   {
     dialect: "mysql",
@@ -128,8 +141,8 @@ export const SCHEMA_DIFFERENCES: readonly SchemaDifference[] = [
   {
     dialect: "mysql",
     object: "index jobs_aging",
-    is: "(status, aging_every)",
-    reason: `${NO_PARTIAL_INDEXES}; jobs without priority aging (NULL) sit under one prefix the sweep's range skips (migrations/aging.ts)`,
+    is: "(aging_pending)",
+    reason: "no partial indexes: see column aging_pending",
   },
   {
     dialect: "mysql",

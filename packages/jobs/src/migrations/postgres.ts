@@ -3,6 +3,7 @@ import { durableSteps } from "./steps.js";
 import { awaitedAndProgress } from "./progress.js";
 import { priorityAging } from "./aging.js";
 import { sequenceKeys } from "./sequences.js";
+import { claimStableKeys } from "./claim-stable-keys.js";
 import { eventWaits } from "./events.js";
 import { dueFlag } from "./due.js";
 import { debounceKeys } from "./debounce.js";
@@ -250,4 +251,5 @@ export const postgresMigrations: Migration[] = [
   awaitedAndProgress("postgres"),
   priorityAging("postgres"),
   sequenceKeys("postgres"),
+  claimStableKeys("postgres"),
 ];

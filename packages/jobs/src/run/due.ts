@@ -46,13 +46,15 @@ const PROMOTE: PerDialect<(db: JobsDatabase) => Promise<number>> = {
   // lock even to change nothing, and on MariaDB its range scan waits on the next-key lock of a
   // caller's uncommitted insert of a delayed job (a non-locking read does not). The UPDATE by
   // primary key then locks the rows it changes only, and re-checks them.
-  sqlite: readThenPromote,
-  mysql: readThenPromote,
+  sqlite: (db) => readThenPromote(db, `${SCHEDULED(db)} ORDER BY run_at`),
+  // scheduled_at is run_at where the row is scheduled, NULL elsewhere (migration 26): its index
+  // holds the scheduled jobs without a status a claim would change.
+  mysql: (db) => readThenPromote(db, `scheduled_at <= ${db.sql.now} ORDER BY scheduled_at`),
 };
 
-async function readThenPromote(db: JobsDatabase): Promise<number> {
+async function readThenPromote(db: JobsDatabase, scheduledDue: string): Promise<number> {
   const { rows } = await db.executor.query<{ id: number | string }>(
-    `SELECT id FROM ${db.table} WHERE ${SCHEDULED(db)} ORDER BY run_at LIMIT $1`,
+    `SELECT id FROM ${db.table} WHERE ${scheduledDue} LIMIT $1`,
     [PROMOTE_BATCH],
     "scheduled_due",
   );
