@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { FinalJob, HistoryEvent } from "./helpers/history.js";
 import { checkHistory, describeViolations, INVARIANTS, type Invariant } from "./helpers/history-check.js";
+import type { Grant } from "./helpers/grant-log.js";
 
 /**
  * Four jobs through the kinds of runs the fault tests see: a plain one; one whose worker died
@@ -48,8 +49,8 @@ function clean(): { history: HistoryEvent[]; finals: FinalJob[] } {
   return { history, finals };
 }
 
-function invariantsBroken(history: HistoryEvent[], finals: FinalJob[]): Invariant[] {
-  return [...new Set(checkHistory(history, finals).map((v) => v.invariant))].sort();
+function invariantsBroken(history: HistoryEvent[], finals: FinalJob[], grants?: Map<string, Grant>): Invariant[] {
+  return [...new Set(checkHistory(history, finals, { grants }).map((v) => v.invariant))].sort();
 }
 
 /** Replaces the one event matching `match` (there must be exactly one) by `change(event)`. */
@@ -214,6 +215,45 @@ describe("history checker", () => {
       (e) => ({ ...e, sentAt: 41.5, at: 41.6 }) as HistoryEvent,
     );
     expect(detailsOf(late)).toEqual([expect.stringMatching(/^step-once: step "a" of attempt 2 \(w3\) sent after attempt 2 was claimed/)]);
+  });
+
+  it("orders claims as the database granted them (grants): a claim recorded late is no second owner, a grant out of order still is", () => {
+    const { history, finals } = clean();
+    // Job 5: w3's process stalled (SQLite's busy wait) between its run's grant and its handler's
+    // call, past the lease; w1 took the job and recorded attempt 2 before w3 recorded attempt 1.
+    const late: HistoryEvent[] = [
+      ...history,
+      { kind: "enqueued", at: 4, job: 5, by: "p" },
+      { kind: "reclaimed", at: 44, job: 5, attempts: 1, worker: "w1", status: "pending" },
+      { kind: "claimed", at: 45, job: 5, attempt: 2, token: "t5b", worker: "w1" },
+      { kind: "claimed", at: 47, job: 5, attempt: 1, token: "t5a", worker: "w3" },
+      { kind: "step", at: 48.5, sentAt: 48, job: 5, token: "t5a", worker: "w3", name: "a", accepted: false },
+      { kind: "step", at: 49, sentAt: 48.8, job: 5, token: "t5b", worker: "w1", name: "a", accepted: true },
+      { kind: "completed", at: 50, sentAt: 49.5, job: 5, token: "t5b", worker: "w1", accepted: true },
+    ];
+    const done5: FinalJob[] = [...finals, { id: 5, status: "done", attempts: 2 }];
+    const order = ["t1", "t2a", "t3a", "t4a", "t5a", "t2b", "t3b", "t4b", "t5b"];
+    const grantsIn = (tokens: string[]) =>
+      new Map(
+        tokens.map((token, i) => {
+          const claim = late.find((e) => e.kind === "claimed" && e.token === token) as Extract<HistoryEvent, { kind: "claimed" }>;
+          return [token, { seq: i + 1, job: claim.job, attempt: claim.attempt }];
+        }),
+      );
+    // By the recorders' clocks it reads as two owners and an attempt going back.
+    expect(invariantsBroken(late, done5)).toEqual(["attempts-monotonic", "one-live-claim"]);
+    const grants = grantsIn(order);
+    expect(checkHistory(late, done5, { grants })).toEqual([]);
+    expect(checkHistory(history, finals, { grants })).toEqual([]);
+    // The database granted attempt 2 before attempt 1: flagged whatever the recorders' clocks say.
+    const swapped = grantsIn(order.map((t) => (t === "t5a" ? "t5b" : t === "t5b" ? "t5a" : t)));
+    expect(invariantsBroken(late, done5, swapped)).toEqual(["attempts-monotonic", "one-live-claim"]);
+    // A run the database never granted, or granted at another attempt.
+    const detailsOf = (g: Map<string, Grant>) => checkHistory(late, done5, { grants: g }).map((v) => `${v.invariant}: ${v.detail}`);
+    const ungranted = new Map([...grants].filter(([token]) => token !== "t5a"));
+    expect(detailsOf(ungranted)).toEqual([expect.stringMatching(/^one-live-claim: attempt 1 \(w3, t5a\) ran, but the database never granted it/)]);
+    const recounted = new Map([...grants].map(([token, g]) => [token, token === "t5a" ? { ...g, attempt: 2 } : g]));
+    expect(detailsOf(recounted)).toEqual([expect.stringMatching(/^one-live-claim: attempt 1 \(w3\) ran as the database's attempt 2/)]);
   });
 
   it("catches the other forms: attempts going back, a done job whose completion nobody saw, a token granted twice", () => {

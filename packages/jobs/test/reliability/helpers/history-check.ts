@@ -1,3 +1,4 @@
+import type { Grant } from "./grant-log.js";
 import type { FinalJob, HistoryEvent } from "./history.js";
 
 /** The invariants checkHistory verifies (listed, with what each means, in RELIABILITY.md). */
@@ -38,6 +39,13 @@ export interface CheckOptions {
    * never a lost job): such a run's attempt may read one lower, or be handed out again.
    */
   uncountedStartsBefore?: number;
+  /**
+   * The database's own record of the runs it granted, by token (grant-log.ts). Given, claims
+   * are taken in the order the database granted them rather than the order their workers
+   * recorded them (a process may stall between the grant and its record), and every claim must
+   * be among them, at the attempt the database counted.
+   */
+  grants?: ReadonlyMap<string, Grant>;
 }
 
 export function checkHistory(history: readonly HistoryEvent[], finals: readonly FinalJob[], options: CheckOptions = {}): Violation[] {
@@ -63,7 +71,11 @@ export function checkHistory(history: readonly HistoryEvent[], finals: readonly 
     // A run whose start write was refused was never granted (its handler ran ahead of the
     // answer): it is no claim of the job, and nothing it writes may land.
     const refusedStarts = new Set(events.filter((e) => e.kind === "start-refused").map((e) => e.token));
-    const claims = allClaims.filter((c) => !refusedStarts.has(c.token));
+    const claims = inGrantOrder(
+      allClaims.filter((c) => !refusedStarts.has(c.token)),
+      options.grants,
+      (detail) => flag("one-live-claim", job, detail),
+    );
     const writes = events.filter((e): e is Write => e.kind === "heartbeat" || e.kind === "completed" || e.kind === "failed");
     const claimOf = new Map(claims.map((c) => [c.token, c]));
 
@@ -143,15 +155,32 @@ export function checkHistory(history: readonly HistoryEvent[], finals: readonly 
     const events = byJob.get(row.id) ?? [];
     if (events.some((e) => e.kind === "completed" && e.accepted)) continue;
     const refused = new Set(events.filter((e) => e.kind === "start-refused").map((e) => e.token));
-    const last = events
-      .filter((e): e is Claim => e.kind === "claimed" && !refused.has(e.token))
-      .sort((a, b) => a.at - b.at)
-      .at(-1);
+    const last = inGrantOrder(
+      events.filter((e): e is Claim => e.kind === "claimed" && !refused.has(e.token)).sort((a, b) => a.at - b.at),
+      options.grants,
+      () => undefined, // flagged above
+    ).at(-1);
     const lostWithItsWorker = last ? died.has(last.worker) : died.size > 0;
     const ambiguous = last !== undefined && events.some((e) => e.kind === "completed" && e.token === last.token);
     if (!lostWithItsWorker && !ambiguous) flag("every-job-ends", row.id, "done in the table, but no run's completion was accepted");
   }
   return violations;
+}
+
+/**
+ * Granted claims (sorted by `at`) in the database's grant order when it is known. A claim the
+ * database never granted, or granted at another attempt, is flagged and left out of the order.
+ */
+function inGrantOrder(claims: Claim[], grants: ReadonlyMap<string, Grant> | undefined, flag: (detail: string) => void): Claim[] {
+  if (!grants) return claims;
+  const granted: Claim[] = [];
+  for (const claim of claims) {
+    const grant = grants.get(claim.token);
+    if (!grant || grant.job !== claim.job) flag(`attempt ${claim.attempt} (${claim.worker}, ${claim.token}) ran, but the database never granted it`);
+    else if (grant.attempt !== claim.attempt) flag(`attempt ${claim.attempt} (${claim.worker}) ran as the database's attempt ${grant.attempt}`);
+    else granted.push(claim);
+  }
+  return granted.sort((a, b) => grants.get(a.token)!.seq - grants.get(b.token)!.seq);
 }
 
 /**
