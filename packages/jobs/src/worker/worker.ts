@@ -202,6 +202,7 @@ export class Worker {
       }
       await this.waker.sleep(this.plan.sleepMs(this.settings.pollMs), () => (this.mayHaveWork = true));
     }
+    this.waker.close();
   }
 
   /**
