@@ -8,6 +8,10 @@
  *
  * `tsx src/probe-scheduled.ts --backend=sqlite|mysql|postgres [--waiting] [ready=5000] [scheduled=100000] [rounds=3]`
  * (`--waiting`: the S jobs are `waiting` on one job due tomorrow, as jobs waiting on an event or a child are.)
+ * (MariaDB: before each measured run the probe waits, up to 2 min, for InnoDB to purge its undo history,
+ * then writes the queue's tables' dirty pages out (FLUSH TABLES … FOR EXPORT) — the crowd is written just
+ * before its run, and InnoDB flushes lazily, so that work would otherwise be charged to the crowd — and
+ * prints the run's Handler_read_* counts per job.)
  * (BENCH_FORGE_ENTRY=/abs/dist/index.js measures another build, see forge.ts).
  */
 import { mkdirSync, rmSync } from "node:fs";
@@ -63,9 +67,38 @@ await queue.prepare();
 const jobs = await loadForge();
 const db = jobs.connect(url, schema ? { schema } : {});
 
+const mariadb = flag === "mysql" ? mariadbForgeAdmin() : null;
+const status = async (): Promise<Map<string, number>> => {
+  const [rows] = (await mariadb!.pool.query(
+    "SELECT VARIABLE_NAME AS name, VARIABLE_VALUE AS value FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME LIKE 'HANDLER_READ%' OR VARIABLE_NAME IN ('INNODB_BUFFER_POOL_PAGES_DIRTY', 'INNODB_BUFFER_POOL_PAGES_DATA', 'INNODB_HISTORY_LIST_LENGTH')",
+  )) as unknown as [{ name: string; value: string }[]];
+  return new Map(rows.map((r) => [r.name.toLowerCase(), Number(r.value)]));
+};
+/** MariaDB: waits (at most 2 min) until InnoDB's undo history is purged, then flushes the queue's tables. */
+async function innodbSettled(): Promise<string> {
+  const t0 = performance.now();
+  let history = Infinity;
+  while (history >= 1000 && performance.now() - t0 < 120_000) {
+    history = (await status()).get("innodb_history_list_length") ?? 0;
+    if (history >= 1000) await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  const dirtyBefore = (await status()).get("innodb_buffer_pool_pages_dirty") ?? 0;
+  const connection = await mariadb!.pool.getConnection();
+  try {
+    await connection.query(`FLUSH TABLES \`${SCHEMA}\`.jobs, \`${SCHEMA}\`.jobs_dependencies, \`${SCHEMA}\`.jobs_history FOR EXPORT`);
+    await connection.query("UNLOCK TABLES");
+  } finally {
+    connection.release();
+  }
+  const dirtyAfter = (await status()).get("innodb_buffer_pool_pages_dirty") ?? 0;
+  return `purged after ${((performance.now() - t0) / 1000).toFixed(0)} s (history ${history}), dirty pages ${dirtyBefore} → ${dirtyAfter}`;
+}
+
 /** Jobs/s of one worker over `ready` jobs due now. */
 async function processReady(): Promise<number> {
   for (let i = 0; i < ready; i += 5000) await queue.enqueueBulk(Array.from({ length: Math.min(5000, ready - i) }, (_, k) => ({ i: i + k })));
+  if (mariadb) console.log(`  InnoDB ${await innodbSettled()}`);
+  const before = mariadb ? await status() : null;
   let done = 0;
   let finish!: () => void;
   const finished = new Promise<void>((resolve) => (finish = resolve));
@@ -74,6 +107,11 @@ async function processReady(): Promise<number> {
   await finished;
   const ms = performance.now() - t0;
   await worker.stop();
+  if (before) {
+    const after = await status();
+    const reads = [...after].filter(([k]) => k.startsWith("handler_read")).map(([k, v]) => `${k.slice(13)} ${((v - (before.get(k) ?? 0)) / ready).toFixed(1)}`);
+    console.log(`  Handler_read per job: ${reads.join(", ")}`);
+  }
   return (ready / ms) * 1000;
 }
 
@@ -104,4 +142,5 @@ console.log(
 );
 await db.close();
 await queue.close();
+await mariadb?.pool.end();
 await close();
