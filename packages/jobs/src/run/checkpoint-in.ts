@@ -1,27 +1,11 @@
 import { JobAbortedError } from "../base/abort.js";
 import { saveProgressSql } from "./checkpoint.js";
 import { resolveDb } from "../core/connect.js";
-import type { JobsDatabase } from "../core/database.js";
 import { JobError } from "../base/errors.js";
 import type { DbLike } from "../core/options.js";
 import { toJsonText } from "../base/payload.js";
 import type { JobContext } from "../base/types.js";
-
-/** What a run's context needs for a checkpoint written in someone else's transaction. */
-interface RunScope {
-  db: JobsDatabase;
-  job: { id: number; token: string };
-  lease: number;
-  /** Tells the worker (event, signal) that the run lost its job. */
-  fenced(): void;
-}
-
-const scopes = new WeakMap<JobContext, RunScope>();
-
-/** Called by the worker for each context it hands a handler. */
-export function registerRun(ctx: JobContext, scope: RunScope): void {
-  scopes.set(ctx, scope);
-}
+import { RunContext } from "./context.js";
 
 /**
  * `ctx.checkpoint` for a transaction the application opened (an ORM's): saves `progress` with
@@ -32,7 +16,7 @@ export function registerRun(ctx: JobContext, scope: RunScope): void {
  * lands when the ORM commits; `ctx.progress` is left as it was (the handler holds its cursor).
  */
 export async function checkpointIn(db: DbLike, ctx: JobContext, progress: unknown): Promise<void> {
-  const scope = scopes.get(ctx);
+  const scope = RunContext.scopeOf(ctx);
   if (!scope) throw new JobError("checkpointIn: ctx must be the context a worker passed to the handler", "ctx");
   const target = resolveDb(db);
   if (target.table !== scope.db.table) {
