@@ -7,7 +7,7 @@ import { ForgeSystem, type ForgeAdmin } from "../systems/forge.js";
 import { mariadbForgeAdmin } from "../systems/mariadb-raw.js";
 import { pgForgeAdmin } from "../systems/pg-admin.js";
 import { sqliteForgeAdmin } from "../systems/sqlite-raw.js";
-import { addSample, enqueueBulkRun, enqueueOneRun, processingRun, type Ctx } from "./common.js";
+import { addSample, enqueueBulkRun, processingRun, type Ctx } from "./common.js";
 
 /** Schemas (PostgreSQL) and databases (MariaDB) of the two builds; dropped before each run. */
 export const PLAIN_SCHEMAS = { baseline: "bench_plain_baseline", current: "bench_plain_current" } as const;
@@ -58,15 +58,19 @@ export async function run(ctx: Ctx): Promise<void> {
     ) as Record<Measure, Record<Build, Row>>;
     for (let r = 0; r < rounds; r++) {
       process.stdout.write(`  ${backend} round ${r + 1}:`);
-      const rates: Record<Measure, Partial<Record<Build, number>>> = { "enqueue-one": {}, "enqueue-bulk": {}, "processing-c10": {} };
-      for (const build of rotate(["baseline", "current"] as Build[], r)) {
-        const s = systems[build];
-        rates["enqueue-one"][build] = (await enqueueOneRun(s, size.one, null)).rate;
-        // Three bulk calls, their median: one call is short, so one alone is noisy (as in pg.ts).
-        const bulk: number[] = [];
-        for (let k = 0; k < 3; k++) bulk.push((await enqueueBulkRun(s, size.jobs, null)).rate);
-        rates["enqueue-bulk"][build] = median(bulk);
-        rates["processing-c10"][build] = (await processingRun(s, "default", 10, size.jobs, ctx.sizes.runTimeoutS, null)).rate;
+      const order = rotate(["baseline", "current"] as Build[], r);
+      const rates: Record<Measure, Partial<Record<Build, number>>> = {
+        "enqueue-one": await interleavedOne(systems, order, size.one),
+        "enqueue-bulk": {},
+        "processing-c10": {},
+      };
+      // Three bulk calls each, alternating builds, their median: one call is short (as in pg.ts).
+      const bulk: Record<Build, number[]> = { baseline: [], current: [] };
+      for (let k = 0; k < 3; k++)
+        for (const build of k % 2 ? [...order].reverse() : order) bulk[build].push((await enqueueBulkRun(systems[build], size.jobs, null)).rate);
+      for (const build of order) rates["enqueue-bulk"][build] = median(bulk[build]);
+      for (const build of order) {
+        rates["processing-c10"][build] = (await processingRun(systems[build], "default", 10, size.jobs, ctx.sizes.runTimeoutS, null)).rate;
         process.stdout.write(` ${build} ${Math.round(rates["processing-c10"][build]!)}`);
       }
       for (const m of MEASURES) {
@@ -92,6 +96,29 @@ export async function run(ctx: Ctx): Promise<void> {
     for (const s of Object.values(systems)) await s.close().catch(() => undefined);
     for (const c of cleanups) await c().catch(() => undefined);
   }
+}
+
+/**
+ * Enqueue one by one, the two builds in turn by blocks of a tenth of `count` (the first
+ * alternating), each build's rate over its blocks summed: one enqueue is one commit, whose flush
+ * time drifts with the disk from second to second, and blocks side by side see the same drift.
+ */
+async function interleavedOne(systems: Record<Build, ForgeSystem>, order: Build[], count: number): Promise<Partial<Record<Build, number>>> {
+  const block = Math.max(1, Math.round(count / 10));
+  const spent: Record<Build, number> = { baseline: 0, current: 0 };
+  for (const build of order) {
+    await systems[build].reset();
+    for (let i = 0; i < 20; i++) await systems[build].enqueueOne({ i: -1 });
+  }
+  for (let b = 0; b * block < count; b++) {
+    for (const build of b % 2 ? [...order].reverse() : order) {
+      const t0 = performance.now();
+      for (let i = 0; i < block; i++) await systems[build].enqueueOne({ i: b * block + i });
+      spent[build] += performance.now() - t0;
+    }
+  }
+  const n = Math.ceil(count / block) * block;
+  return { baseline: (n / spent.baseline) * 1000, current: (n / spent.current) * 1000 };
 }
 
 async function prepared(
