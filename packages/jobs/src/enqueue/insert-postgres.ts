@@ -1,5 +1,5 @@
 import type { JobsDatabase } from "../core/database.js";
-import { extraColumns, insertColumns, isDue, type ExtraColumns, type NewJob } from "./new-job.js";
+import { EXTRA_COLUMNS, extraColumns, insertColumns, type NewJob } from "./new-job.js";
 
 /** A column of the PostgreSQL insert: its value in a job, its SQL type, how the row uses it. */
 interface PgColumn {
@@ -24,16 +24,8 @@ const PG_COLUMNS: readonly PgColumn[] = [
   { value: (j) => j.maxSnoozes, type: "int", expr: (r) => r },
 ];
 const PAYLOAD_COLUMN = 2;
-/** The extra columns (new-job.ts), for a chunk that needs them only. */
-const PG_EXTRA_COLUMNS: Record<ExtraColumns, readonly PgColumn[]> = {
-  due: [{ value: isDue, type: "bool", expr: (r) => r }],
-  dead_letter: [{ value: (j) => j.deadLetter, type: "text", expr: (r) => r }],
-  aging: [
-    { value: (j) => (j.aging === null ? null : j.priority), type: "int", expr: (r) => r },
-    { value: (j) => j.aging?.every ?? null, type: "int", expr: (r) => r },
-    { value: (j) => j.aging?.max ?? null, type: "int", expr: (r) => r },
-  ],
-};
+/** The PostgreSQL types of the extra columns (new-job.ts), which a chunk names only when it needs them. */
+const EXTRA_TYPES: Readonly<Record<string, string>> = { due: "bool", dead_letter: "text", aging_base: "int", aging_every: "int", aging_max: "int" };
 
 /**
  * One PostgreSQL statement for one row or thousands: a NOTIFY per queue that has a job ready
@@ -49,7 +41,8 @@ export function pgInsert(db: JobsDatabase, jobs: readonly NewJob[]): { sql: stri
   const names: string[] = [];
   const extras = extraColumns(jobs);
   const columns = insertColumns(extras);
-  const exprs = [...PG_COLUMNS, ...extras.flatMap((e) => PG_EXTRA_COLUMNS[e])].map((column, c) => {
+  const extra = extras.flatMap((e) => EXTRA_COLUMNS[e].columns.map((c): PgColumn => ({ value: c.value, type: EXTRA_TYPES[c.name] as string, expr: (r) => r })));
+  const exprs = [...PG_COLUMNS, ...extra].map((column, c) => {
     const first = column.value(jobs[0] as NewJob);
     const shared = c === PAYLOAD_COLUMN ? jobs.length === 1 : jobs.every((j) => column.value(j) === first);
     if (shared) {

@@ -1,6 +1,6 @@
 import type { JobsDatabase } from "../core/database.js";
 import { pgInsert } from "./insert-postgres.js";
-import { extraColumns, hasKey, insertColumns, isDue, type ExtraColumns, type InsertedRow, type NewJob } from "./new-job.js";
+import { EXTRA_COLUMNS, extraColumns, hasKey, insertColumns, type ExtraColumns, type InsertedRow, type NewJob } from "./new-job.js";
 import { isUniqueViolation } from "../core/sql-errors.js";
 import { valuesList, type PerDialect, type Script } from "../core/sql.js";
 
@@ -11,8 +11,7 @@ import { valuesList, type PerDialect, type Script } from "../core/sql.js";
  * every extra column).
  */
 const BASE_PARAMS = 13;
-const EXTRA_PARAMS: Record<ExtraColumns, number> = { due: 1, dead_letter: 1, aging: 3 };
-const widthOf = (extras: readonly ExtraColumns[]) => extras.reduce((n, e) => n + EXTRA_PARAMS[e], BASE_PARAMS);
+const widthOf = (extras: readonly ExtraColumns[]) => extras.reduce((n, e) => n + EXTRA_COLUMNS[e].columns.length, BASE_PARAMS);
 const row = (db: JobsDatabase, width: number) => (p: (n: number) => string) =>
   `(${Array.from({ length: width }, (_, i) => (i === 5 ? db.sql.nowPlus(p(6)) : p(i + 1))).join(", ")})`;
 
@@ -127,10 +126,10 @@ function rowParams(db: JobsDatabase, jobs: readonly NewJob[], extras: readonly E
       j.maxSnoozes,
     );
     for (const e of extras) {
-      if (e === "due") params.push(db.sql.boolean(isDue(j)));
-      else if (e === "dead_letter") params.push(j.deadLetter);
-      // The base priority aging starts from, its step and its ceiling.
-      else params.push(j.aging === null ? null : j.priority, j.aging?.every ?? null, j.aging?.max ?? null);
+      for (const column of EXTRA_COLUMNS[e].columns) {
+        const value = column.value(j);
+        params.push(typeof value === "boolean" ? db.sql.boolean(value) : value);
+      }
     }
   }
   return params;

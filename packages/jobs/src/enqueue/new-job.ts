@@ -39,22 +39,36 @@ export const INSERT_COLUMNS =
  */
 export type ExtraColumns = "due" | "dead_letter" | "aging";
 
-const EXTRA_ORDER: readonly ExtraColumns[] = ["due", "dead_letter", "aging"];
-const EXTRA_NAMES: Record<ExtraColumns, string> = { due: "due", dead_letter: "dead_letter", aging: "aging_base, aging_every, aging_max" };
-const EXTRA_NEEDED: Record<ExtraColumns, (job: NewJob) => boolean> = {
-  due: (j) => !isDue(j),
-  dead_letter: (j) => j.deadLetter !== null,
-  aging: (j) => j.aging !== null,
+/** One extra: whether a job needs it in its insert, and its columns with each one's value in a job. */
+interface ExtraColumn {
+  needed: (job: NewJob) => boolean;
+  columns: readonly { name: string; value: (job: NewJob) => unknown }[];
+}
+
+/** The extras in the statement's order; every insert statement reads its columns and values from here. */
+export const EXTRA_COLUMNS: Readonly<Record<ExtraColumns, ExtraColumn>> = {
+  due: { needed: (j) => !isDue(j), columns: [{ name: "due", value: isDue }] },
+  dead_letter: { needed: (j) => j.deadLetter !== null, columns: [{ name: "dead_letter", value: (j) => j.deadLetter }] },
+  aging: {
+    needed: (j) => j.aging !== null,
+    // The base priority aging starts from, its step and its ceiling.
+    columns: [
+      { name: "aging_base", value: (j) => (j.aging === null ? null : j.priority) },
+      { name: "aging_every", value: (j) => j.aging?.every ?? null },
+      { name: "aging_max", value: (j) => j.aging?.max ?? null },
+    ],
+  },
 };
+const EXTRA_ORDER = Object.keys(EXTRA_COLUMNS) as ExtraColumns[];
 
 /** The extra columns `jobs` need in their insert, in the statement's order. */
 export function extraColumns(jobs: readonly NewJob[]): ExtraColumns[] {
-  return EXTRA_ORDER.filter((extra) => jobs.some(EXTRA_NEEDED[extra]));
+  return EXTRA_ORDER.filter((extra) => jobs.some(EXTRA_COLUMNS[extra].needed));
 }
 
 /** The column list of an insert with `extras`. */
 export function insertColumns(extras: readonly ExtraColumns[]): string {
-  return [INSERT_COLUMNS, ...extras.map((e) => EXTRA_NAMES[e])].join(", ");
+  return [INSERT_COLUMNS, ...extras.flatMap((e) => EXTRA_COLUMNS[e].columns.map((c) => c.name))].join(", ");
 }
 
 /**
