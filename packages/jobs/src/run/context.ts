@@ -28,9 +28,10 @@ type Methods = Pick<
 /**
  * The `ctx` a handler gets: one object per run. Its methods are made on first use and kept (a
  * handler may take them apart, `{ step, sleep }`, and call them alone, or replace one on its
- * ctx, as a wrapper that records steps does), so a run that uses none allocates none — a context of a dozen closures made for every job was the largest allocation
- * of a no-op job's run. The run's internals are private fields: logging `ctx` shows the job, not
- * the database and its settings.
+ * ctx, as a wrapper that records steps does), so a run that uses none allocates none: a context
+ * of a dozen closures made for every job was the largest allocation of a no-op job's run. The
+ * run's internals are private fields: logging `ctx` shows the job, not the database and its
+ * settings.
  */
 export class RunContext implements JobContext {
   readonly job: JobInfo;

@@ -145,7 +145,7 @@ export class Worker {
       this.emitter.emit("worker:started", { workerId: this.id, queues, concurrency });
       this.deps.logger.info({ workerId: this.id, queues, concurrency }, "worker started");
       if (this.db.executor.pollingNotice) this.deps.logger.info({ workerId: this.id }, this.db.executor.pollingNotice);
-      if (!signal?.aborted) await (this.looping = this.loop());
+      if (!signal?.aborted) await (this.looping = this.loop().finally(() => this.waker.close()));
       await this.stop();
     } finally {
       signal?.removeEventListener("abort", onAbort);
@@ -202,7 +202,6 @@ export class Worker {
       }
       await this.waker.sleep(this.plan.sleepMs(this.settings.pollMs), () => (this.mayHaveWork = true));
     }
-    this.waker.close();
   }
 
   /**
