@@ -1,4 +1,4 @@
-import type { DbLike } from "./options.js";
+import type { DbLike } from "./db-like.js";
 import type { PayloadOf } from "../base/types.js";
 
 // What a job carries: the option types of enqueue, enqueueMany and enqueueBatch and of

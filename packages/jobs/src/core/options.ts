@@ -1,17 +1,16 @@
-import type { JobsDatabase } from "./database.js";
 import type { WorkerEventHandlers } from "./events.js";
 import type { Logger } from "../base/logger.js";
 import { checkSeconds } from "../base/validate.js";
 import type { PayloadCodec } from "../base/payload-codec.js";
 import type { JobDefaults } from "./job-options.js";
+import type { DbLike } from "./db-like.js";
 
 // Every public option: its type and its default, here and nowhere else; the keys each call
 // accepts are in option-keys.ts beside it. The types of what a job carries are in
 // job-options.ts, re-exported from here: import every option from this module.
 export * from "./job-options.js";
 
-/** Anything a public function accepts as `db`. */
-export type DbLike = JobsDatabase | object;
+export type { DbLike } from "./db-like.js";
 
 export const DEFAULT_QUEUE = "default";
 /** Snoozes a job may take before it fails (enqueue's `maxSnoozes`). */
